@@ -1,0 +1,113 @@
+"""Exceptions raised by bayesynth.
+
+Every error a user can trigger with bad input is one of these classes. Messages name the column or
+parameter at fault, what was found, and how to fix it. Data errors subclass :class:`ValueError`;
+state errors (using an object before it is ready) subclass :class:`RuntimeError`, so code written
+against the standard exceptions keeps working.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BayesynthError",
+    "DataValidationError",
+    "InputTypeError",
+    "EmptyDataError",
+    "TooFewRowsError",
+    "ConstantColumnError",
+    "IdentifierColumnError",
+    "NonFiniteValueError",
+    "ColumnTypeError",
+    "SchemaError",
+    "UnknownColumnTypeError",
+    "MissingColumnError",
+    "UnknownLevelError",
+    "TooManyLevelsError",
+    "IncompatibleModelError",
+    "NotFittedError",
+    "OutputExistsError",
+]
+
+
+class BayesynthError(Exception):
+    """Base class of every bayesynth exception.
+
+    Parameters
+    ----------
+    message : str
+        What went wrong and how to fix it.
+    column : str, optional
+        The column (or parameter) the error is about, for programmatic handling.
+    """
+
+    def __init__(self, message: str, *, column: str | None = None):
+        super().__init__(message)
+        self.column = column
+
+
+class DataValidationError(BayesynthError, ValueError):
+    """The input table cannot be modelled as given."""
+
+
+class InputTypeError(DataValidationError, TypeError):
+    """The input is not a pandas DataFrame (or a value has the wrong Python type)."""
+
+
+class EmptyDataError(DataValidationError):
+    """The table has no rows or no columns."""
+
+
+class TooFewRowsError(DataValidationError):
+    """The table has fewer rows than a model needs."""
+
+
+class ConstantColumnError(DataValidationError):
+    """A column takes a single value (or is entirely missing)."""
+
+
+class IdentifierColumnError(DataValidationError):
+    """A column of distinct strings: an identifier, which must not be modelled or released."""
+
+
+class NonFiniteValueError(DataValidationError):
+    """A numeric column holds +inf or -inf."""
+
+
+class ColumnTypeError(DataValidationError):
+    """A column's values do not fit the type the schema gives it."""
+
+
+class UnknownLevelError(DataValidationError):
+    """A categorical value that the schema does not list."""
+
+
+class TooManyLevelsError(DataValidationError):
+    """A categorical column with more levels than a model accepts."""
+
+
+class SchemaError(BayesynthError, ValueError):
+    """The schema itself is malformed or does not match the data."""
+
+
+class UnknownColumnTypeError(SchemaError):
+    """A schema names a column type that bayesynth does not know."""
+
+
+class MissingColumnError(SchemaError):
+    """A schema (or a keyword list) names a column that the table does not have."""
+
+
+class IncompatibleModelError(BayesynthError, ValueError):
+    """A custom step method was given a model (or prior) it does not fit.
+
+    :func:`bayesynth.sample` catches this for each block and leaves the variable to PyMC's own
+    step methods.
+    """
+
+
+class NotFittedError(BayesynthError, RuntimeError):
+    """A synthesizer was asked to sample before :meth:`fit` was called."""
+
+
+class OutputExistsError(BayesynthError, RuntimeError):
+    """An output path would overwrite the input (or an existing file without permission)."""

@@ -1,0 +1,17 @@
+"""Model factories: each returns a :class:`pymc.Model` with named coords and dims."""
+
+from bayesynth.models.layout import LatentLayout
+from bayesynth.models.rank_probit_copula import (
+    RankProbitConstraint,
+    choose_n_factors,
+    get_layout,
+    rank_probit_copula,
+)
+
+__all__ = [
+    "rank_probit_copula",
+    "RankProbitConstraint",
+    "LatentLayout",
+    "get_layout",
+    "choose_n_factors",
+]

@@ -1,0 +1,170 @@
+"""``bayesynth.sample``: :func:`pymc.sample` with the copula Gibbs steps assigned."""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import arviz as az
+import numpy as np
+import pymc as pm
+from pymc.model import modelcontext
+
+from bayesynth.errors import IncompatibleModelError
+from bayesynth.samplers.steps import COPULA_STEPS, CopulaGibbsStep
+
+__all__ = ["sample", "assign_copula_steps", "IDENTIFIED_VARS", "LATENT_VARS"]
+
+_log = logging.getLogger("bayesynth")
+
+#: Identified quantities of the copula model, on which convergence is judged.
+IDENTIFIED_VARS: tuple[str, ...] = ("C", "alpha_scaled")
+#: Per-record latent variables, left out of the trace unless ``keep_latent=True``.
+LATENT_VARS: tuple[str, ...] = ("z", "eta")
+RHAT_WARN = 1.05
+
+
+def assign_copula_steps(model: pm.Model | None = None) -> list[CopulaGibbsStep]:
+    """Instantiate every copula Gibbs step that fits ``model``.
+
+    A step whose block is absent (for example ``prec`` after the ``sigma`` prior was replaced) or
+    whose prior is not conjugate is skipped, and :func:`pymc.sample` assigns its own step method
+    to those variables.
+
+    Returns
+    -------
+    list of CopulaGibbsStep
+        In Gibbs-sweep order.
+    """
+    model = modelcontext(model)
+    steps: list[CopulaGibbsStep] = []
+    for cls in COPULA_STEPS:
+        try:
+            steps.append(cls(model=model))
+        except IncompatibleModelError as err:
+            if cls.targets == ("z",):
+                raise
+            _log.info("%s not used (%s); PyMC samples %s.", cls.__name__, err, cls.targets)
+    return steps
+
+
+def _trace_names(model: pm.Model, keep_latent: bool) -> list[str]:
+    names = []
+    for var in list(model.free_RVs) + list(model.deterministics):
+        dims = model.named_vars_to_dims.get(var.name, ()) or ()
+        if not keep_latent and (var.name in LATENT_VARS or "record" in dims):
+            continue
+        names.append(var.name)
+    return names
+
+
+def _check_convergence(idata: az.InferenceData) -> None:
+    post = idata.posterior
+    if post.sizes.get("chain", 1) < 2 or post.sizes.get("draw", 0) < 4:
+        return
+    worst: dict[str, float] = {}
+    for name in IDENTIFIED_VARS:
+        if name not in post:
+            continue
+        rhat = az.rhat(post[[name]])[name].values
+        if name == "C":
+            rhat = rhat[~np.eye(rhat.shape[0], dtype=bool)]
+        rhat = rhat[np.isfinite(rhat)]
+        if rhat.size:
+            worst[name] = float(rhat.max())
+    bad = {k: v for k, v in worst.items() if v > RHAT_WARN}
+    if bad:
+        text = ", ".join(f"{k} {v:.3f}" for k, v in bad.items())
+        warnings.warn(
+            f"Largest R-hat of the identified quantities: {text} (above {RHAT_WARN}). The chains "
+            "have not converged: increase tune and draws.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def sample(
+    model: pm.Model | None = None,
+    draws: int = 1000,
+    tune: int = 1000,
+    chains: int = 2,
+    random_seed: int | Sequence[int] | np.random.Generator | None = None,
+    keep_latent: bool = False,
+    *,
+    progressbar: bool = True,
+    cores: int | None = None,
+    step: Any = None,
+    **kwargs: Any,
+) -> az.InferenceData:
+    """Sample a copula model with the bayesynth Gibbs steps.
+
+    Every block of the rank-probit copula model that has a conjugate full conditional gets its
+    custom step (:mod:`bayesynth.samplers.steps`); any variable left over (a prior a user replaced
+    with a non-conjugate one, or a variable a user added) goes to PyMC's own step assignment
+    (NUTS for continuous variables). Initial values come from the model (a principal-component
+    fit), without jitter, so the latent data start inside the constraint set.
+
+    Parameters
+    ----------
+    model : pymc.Model, optional
+        Taken from the context when omitted.
+    draws, tune : int
+        Kept draws and burn-in iterations per chain (Gibbs steps do not adapt; ``tune`` is
+        burn-in).
+    chains : int, default 2
+    random_seed : int, sequence of int or Generator, optional
+        Makes the run reproducible: the same seed gives the same draws.
+    keep_latent : bool, default False
+        Keep the latent data ``z`` and the factor scores ``eta`` (n-by-p* per draw) in the trace.
+        By default only the parameters and identified quantities are stored, so memory per draw
+        does not depend on the number of records.
+    progressbar : bool, default True
+    cores : int, optional
+        Processes for parallel chains; by default one per chain up to the number of CPUs
+        (PyMC's own default halves the CPU count, assuming hyper-threads).
+    step : step method or list, optional
+        Extra step methods for other variables; they are run after the copula steps.
+    **kwargs
+        Passed to :func:`pymc.sample`.
+
+    Returns
+    -------
+    arviz.InferenceData
+        ``posterior`` holds ``Lambda``, ``sigma``, ``alpha``, ``C``, ``alpha_scaled`` and the
+        hyperparameters; ``sample_stats`` the ``tune`` flags. A :class:`RuntimeWarning` is issued
+        when R-hat of ``C`` or ``alpha_scaled`` exceeds 1.05 (R-hat of ``Lambda`` is meaningless:
+        it is not identified).
+
+    Examples
+    --------
+    >>> import bayesynth as bs
+    >>> df = bs.datasets.simulate_child_health(n=200, random_seed=0)
+    >>> model = bs.models.rank_probit_copula(df, n_factors=3)
+    >>> idata = bs.sample(model, draws=20, tune=20, chains=1, random_seed=1,
+    ...                   progressbar=False)
+    >>> "C" in idata.posterior
+    True
+    """
+    model = modelcontext(model)
+    steps: list[Any] = list(assign_copula_steps(model))
+    if step is not None:
+        steps.extend(step if isinstance(step, list | tuple) else [step])
+    kwargs.setdefault("compute_convergence_checks", False)
+    kwargs.setdefault("init", "adapt_diag")
+    kwargs["cores"] = cores if cores is not None else max(1, min(chains, os.cpu_count() or 1))
+    idata = pm.sample(
+        draws=draws,
+        tune=tune,
+        chains=chains,
+        step=steps,
+        random_seed=random_seed,
+        var_names=_trace_names(model, keep_latent),
+        progressbar=progressbar,
+        model=model,
+        **kwargs,
+    )
+    _check_convergence(idata)
+    return idata

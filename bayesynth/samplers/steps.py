@@ -1,0 +1,519 @@
+"""PyMC step methods for the rank-probit copula factor model.
+
+Each class is a thin :class:`pymc.step_methods.compound.BlockedStep` around one kernel of
+:mod:`bayesynth.samplers.kernels`: it reads the current values from the point, calls the kernel
+with ``self.rng`` and writes the draw back. At construction it checks that the model has the
+structure the kernel assumes (names, conjugate priors, and the form of the latent mean, checked
+numerically) and raises :class:`~bayesynth.errors.IncompatibleModelError` otherwise, so that
+:func:`bayesynth.sample` can hand that variable to PyMC's own samplers.
+
+=============================  ===========================  ==================================
+step                           updates                      full conditional
+=============================  ===========================  ==================================
+:class:`LatentGibbs`           ``z``                        truncated normals (rank-probit)
+:class:`FactorScoresGibbs`     ``eta``                      multivariate normal per record
+:class:`LoadingsGibbs`         ``Lambda``                   multivariate normal per row
+:class:`ShrinkageGibbs`        ``phi``, ``delta``           gamma (MGP prior)
+:class:`PrecisionGibbs`        ``prec``                     gamma
+:class:`InterceptGibbs`        ``alpha``                    normal
+=============================  ===========================  ==================================
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+import pymc as pm
+from pymc.model import modelcontext
+from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
+from pymc.step_methods.state import dataclass_state
+from pymc.util import get_random_generator
+from pytensor.graph.basic import Constant
+from pytensor.graph.traversal import graph_inputs
+from pytensor.tensor.random.basic import GammaRV, NormalRV
+
+from bayesynth.errors import IncompatibleModelError
+from bayesynth.models.layout import LatentLayout
+from bayesynth.models.rank_probit_copula import get_layout
+from bayesynth.samplers.kernels import (
+    draw_alpha,
+    draw_column_scale,
+    draw_eta,
+    draw_Lambda,
+    draw_mgp,
+    draw_prec,
+    draw_z,
+    factor_mean,
+)
+
+__all__ = [
+    "CopulaGibbsStep",
+    "LatentGibbs",
+    "FactorScoresGibbs",
+    "LoadingsGibbs",
+    "ShrinkageGibbs",
+    "PrecisionGibbs",
+    "InterceptGibbs",
+    "ColumnScaleMove",
+    "COPULA_STEPS",
+]
+
+
+# ------------------------------------------------------------------------- model inspection
+
+
+def _free_rv(model: pm.Model, name: str):
+    try:
+        rv = model[name]
+    except KeyError:
+        return None
+    return rv if rv in model.free_RVs else None
+
+
+def _dist_params(rv) -> list:
+    node = rv.owner
+    return list(node.op.dist_params(node))
+
+
+def _is_constant(graph) -> bool:
+    return all(isinstance(v, Constant) for v in graph_inputs([graph]))
+
+
+def _constant(graph) -> np.ndarray:
+    return np.asarray(graph.eval(), dtype=float)
+
+
+class _ValueIO:
+    """Read and write a free variable's value in a point (handles the log transform)."""
+
+    def __init__(self, model: pm.Model, rv):
+        self.name = rv.name
+        value = model.rvs_to_values[rv]
+        self.key = value.name
+        tr = model.rvs_to_transforms.get(rv)
+        if tr is None:
+            self.log = False
+        elif type(tr).__name__ == "LogTransform":
+            self.log = True
+        else:
+            raise IncompatibleModelError(
+                f"Variable '{rv.name}' uses the {type(tr).__name__} transform; the copula "
+                "Gibbs steps support untransformed or log-transformed variables only."
+            )
+
+    def get(self, point: dict[str, np.ndarray]) -> np.ndarray:
+        v = point[self.key]
+        return np.exp(v) if self.log else v
+
+    def put(self, point: dict[str, np.ndarray], x: np.ndarray) -> None:
+        point[self.key] = np.log(x) if self.log else x
+
+
+@dataclass
+class CopulaStructure:
+    """What the copula steps need to know about a model, found and checked once per model."""
+
+    layout: LatentLayout
+    io: dict[str, _ValueIO]
+    sd_fn: Any
+    level_cols: np.ndarray
+    p: int
+    k: int
+
+    def value(self, point: dict[str, np.ndarray], name: str) -> np.ndarray:
+        return self.io[name].get(point)
+
+    def alpha_full(self, point: dict[str, np.ndarray]) -> np.ndarray:
+        out = np.zeros(self.p)
+        if "alpha" in self.io:
+            out[self.level_cols] = self.io["alpha"].get(point)
+        return out
+
+    def sd(self, point: dict[str, np.ndarray]) -> np.ndarray:
+        return np.broadcast_to(np.asarray(self.sd_fn(point), dtype=float).ravel(), (self.p,))
+
+
+_STRUCTURES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _compile_point_fn(model: pm.Model, graph):
+    [graph] = model.replace_rvs_by_values([graph])
+    return model.compile_fn(graph, inputs=model.value_vars, on_unused_input="ignore",
+                            point_fn=True)
+
+
+def copula_structure(model: pm.Model) -> CopulaStructure:
+    """Find and check the rank-probit copula structure of ``model`` (cached per model).
+
+    Checks: a :class:`~bayesynth.models.rank_probit_copula.RankProbitConstraint` potential on a
+    free normal variable ``z``; free variables ``eta`` (standard normal) and ``Lambda``; and that
+    the mean of ``z`` equals ``alpha_full + eta @ Lambda.T``, verified by evaluating it at random
+    values of ``alpha``, ``Lambda`` and ``eta``.
+
+    Raises
+    ------
+    bayesynth.errors.IncompatibleModelError
+    """
+    cached = _STRUCTURES.get(model)
+    if cached is not None:
+        return cached
+    layout = get_layout(model)
+    rvs = {name: _free_rv(model, name) for name in ("z", "eta", "Lambda", "alpha")}
+    for name in ("z", "eta", "Lambda"):
+        if rvs[name] is None:
+            raise IncompatibleModelError(
+                f"The copula steps need a free variable '{name}'; this model has none. Build "
+                "the model with bayesynth.models.rank_probit_copula."
+            )
+    z, eta, Lambda, alpha = rvs["z"], rvs["eta"], rvs["Lambda"], rvs["alpha"]
+    if not isinstance(z.owner.op, NormalRV):
+        raise IncompatibleModelError("The latent variable 'z' must be normal given its mean.")
+    if not isinstance(eta.owner.op, NormalRV) or not all(
+        _is_constant(g) for g in _dist_params(eta)
+    ):
+        raise IncompatibleModelError("The factor scores 'eta' must have a N(0, 1) prior.")
+    e_mu, e_sd = (_constant(g) for g in _dist_params(eta))
+    if np.any(e_mu != 0.0) or np.any(e_sd != 1.0):
+        raise IncompatibleModelError("The factor scores 'eta' must have a N(0, 1) prior.")
+    mu_graph, sd_graph = _dist_params(z)
+    point = model.initial_point()
+    io = {name: _ValueIO(model, rv) for name, rv in rvs.items() if rv is not None}
+    for extra in ("prec", "phi", "delta"):
+        rv = _free_rv(model, extra)
+        if rv is not None:
+            io[extra] = _ValueIO(model, rv)
+    p = layout.p_latent
+    k = int(np.shape(point[io["Lambda"].key])[1])
+    struct = CopulaStructure(layout=layout, io=io, sd_fn=_compile_point_fn(model, sd_graph),
+                             level_cols=layout.level_columns, p=p, k=k)
+    # Check the latent mean numerically at a random point.
+    rng = np.random.default_rng(12345)
+    test = dict(point)
+    for name in ("eta", "Lambda", "alpha"):
+        if name in io:
+            shape = np.shape(point[io[name].key])
+            io[name].put(test, np.abs(rng.normal(size=shape)) + 0.1)
+    mu_fn = _compile_point_fn(model, mu_graph)
+    got = np.broadcast_to(mu_fn(test), (layout.n, p))
+    want = factor_mean(struct.alpha_full(test), struct.value(test, "Lambda"),
+                       struct.value(test, "eta"))
+    if not np.allclose(got, want, rtol=1e-8, atol=1e-8):
+        raise IncompatibleModelError(
+            "The mean of 'z' is not alpha + eta @ Lambda.T (checked at a random point); the "
+            "copula Gibbs steps do not fit this model."
+        )
+    _STRUCTURES[model] = struct
+    return struct
+
+
+# --------------------------------------------------------------------------------- base step
+
+
+@dataclass_state
+class CopulaGibbsState(StepMethodState):
+    tune: bool = field(default=True)
+
+
+class CopulaGibbsStep(BlockedStep):
+    """Base class: a Gibbs update of a fixed block of the copula model.
+
+    Parameters
+    ----------
+    vars : list, optional
+        The variables of the block (by default :attr:`targets`; given explicitly they must be
+        exactly those).
+    model : pymc.Model, optional
+        Taken from the context when omitted.
+    rng : RandomGenerator, optional
+        Seed or generator; :func:`pymc.sample` replaces it per chain.
+    """
+
+    name = "copula_gibbs"
+    default_blocked = True
+    targets: ClassVar[tuple[str, ...]] = ()
+    stats_dtypes_shapes = {"tune": (bool, [])}
+    _state_class = CopulaGibbsState
+
+    def __init__(self, vars=None, *, model=None, rng=None, blocked: bool = True):
+        model = modelcontext(model)
+        self.structure = copula_structure(model)
+        rvs = [_free_rv(model, n) for n in self.targets]
+        missing = [n for n, rv in zip(self.targets, rvs) if rv is None]
+        if missing:
+            raise IncompatibleModelError(
+                f"{type(self).__name__} updates {list(self.targets)}, but the model has no free "
+                f"variable(s) {missing} (was the prior replaced?)."
+            )
+        value_vars = [model.rvs_to_values[rv] for rv in rvs]
+        if vars is not None:
+            given = {getattr(v, "name", str(v)) for v in vars}
+            allowed = {v.name for v in value_vars} | set(self.targets)
+            all_names = {v.name for v in model.value_vars}
+            if given != all_names and not given <= allowed:
+                raise IncompatibleModelError(
+                    f"{type(self).__name__} updates exactly {list(self.targets)}; got {sorted(given)}."
+                )
+        self.vars = value_vars
+        self.rng = get_random_generator(rng)
+        self.tune = True
+        self._setup(model)
+
+    def _setup(self, model: pm.Model) -> None:  # pragma: no cover - trivial default
+        """Subclass hook: check priors and compile what the update needs."""
+
+    def _update(self, point: dict[str, np.ndarray]) -> None:
+        raise NotImplementedError
+
+    def step(self, point):  # noqa: D102
+        new = dict(point)
+        self._update(new)
+        return new, [{"tune": self.tune}]
+
+    @staticmethod
+    def competence(var, has_grad):  # noqa: D102
+        # Never chosen automatically; bayesynth.sample assigns these steps explicitly.
+        return Competence.INCOMPATIBLE
+
+
+# -------------------------------------------------------------------------------- the blocks
+
+
+class LatentGibbs(CopulaGibbsStep):
+    """Latent data ``z`` by truncated normals under the rank-probit constraints (compiled)."""
+
+    name = "latent_gibbs"
+    targets = ("z",)
+
+    def _setup(self, model):
+        self._last: np.ndarray | None = None
+        self._key = model.rvs_to_values[model["z"]].name
+
+    def _update(self, point):
+        s = self.structure
+        z = point[self._key]
+        if z is not self._last or not z.flags.f_contiguous:
+            z = np.array(z, order="F", dtype=np.float64, copy=True)
+        mu = factor_mean(s.alpha_full(point), s.value(point, "Lambda"), s.value(point, "eta"))
+        draw_z(self.rng, z, mu, s.sd(point), s.layout, out=z)
+        point[self._key] = z
+        self._last = z
+
+
+class FactorScoresGibbs(CopulaGibbsStep):
+    """Factor scores ``eta`` from their multivariate normal full conditional."""
+
+    name = "factor_scores_gibbs"
+    targets = ("eta",)
+
+    def _update(self, point):
+        s = self.structure
+        prec = 1.0 / s.sd(point) ** 2
+        eta = draw_eta(self.rng, s.value(point, "z"), s.alpha_full(point),
+                       s.value(point, "Lambda"), prec)
+        s.io["eta"].put(point, eta)
+
+
+class LoadingsGibbs(CopulaGibbsStep):
+    """Loadings ``Lambda`` row by row, for any zero-mean normal prior (MGP by default)."""
+
+    name = "loadings_gibbs"
+    targets = ("Lambda",)
+
+    def _setup(self, model):
+        rv = model["Lambda"]
+        if not isinstance(rv.owner.op, NormalRV):
+            raise IncompatibleModelError("LoadingsGibbs needs a normal prior on 'Lambda'.")
+        mu, sd = _dist_params(rv)
+        if not _is_constant(mu) or np.any(_constant(mu) != 0.0):
+            raise IncompatibleModelError("LoadingsGibbs needs a zero-mean prior on 'Lambda'.")
+        self._prior_sd = _compile_point_fn(model, sd)
+
+    def _update(self, point):
+        s = self.structure
+        prior_prec = np.broadcast_to(1.0 / np.asarray(self._prior_sd(point)) ** 2, (s.p, s.k))
+        prec = 1.0 / s.sd(point) ** 2
+        Lam = draw_Lambda(self.rng, s.value(point, "z"), s.alpha_full(point),
+                          s.value(point, "eta"), prec, prior_prec)
+        s.io["Lambda"].put(point, Lam)
+
+
+class ShrinkageGibbs(CopulaGibbsStep):
+    """Local and global shrinkage ``phi`` and ``delta`` of the multiplicative gamma process."""
+
+    name = "shrinkage_gibbs"
+    targets = ("phi", "delta")
+
+    def _setup(self, model):
+        phi, delta, Lam = model["phi"], model["delta"], model["Lambda"]
+        for rv in (phi, delta):
+            if not isinstance(rv.owner.op, GammaRV) or not all(
+                _is_constant(g) for g in _dist_params(rv)
+            ):
+                raise IncompatibleModelError(
+                    f"ShrinkageGibbs needs a gamma prior with fixed parameters on '{rv.name}'."
+                )
+        shape, scale = (_constant(g) for g in _dist_params(phi))
+        rate = 1.0 / scale
+        if np.ptp(shape) > 0 or not np.allclose(shape, rate, rtol=1e-6):
+            raise IncompatibleModelError("ShrinkageGibbs needs phi ~ Gamma(nu/2, rate=nu/2).")
+        self._nu = float(2.0 * np.ravel(shape)[0])
+        d_shape, d_scale = (_constant(g) for g in _dist_params(delta))
+        k = self.structure.k
+        self._delta_shape = np.broadcast_to(d_shape, (k,)).astype(float)
+        self._delta_rate = np.broadcast_to(1.0 / d_scale, (k,)).astype(float)
+        if not isinstance(Lam.owner.op, NormalRV):
+            raise IncompatibleModelError("ShrinkageGibbs needs a normal prior on 'Lambda'.")
+        # Check numerically that sd(Lambda) = 1 / sqrt(phi * cumprod(delta)).
+        sd_fn = _compile_point_fn(model, _dist_params(Lam)[1])
+        rng = np.random.default_rng(7)
+        test = dict(model.initial_point())
+        s = self.structure
+        phi_t = rng.gamma(2.0, size=(s.p, k))
+        delta_t = rng.gamma(2.0, size=k)
+        s.io["phi"].put(test, phi_t)
+        s.io["delta"].put(test, delta_t)
+        want = 1.0 / np.sqrt(phi_t * np.cumprod(delta_t)[None, :])
+        if not np.allclose(np.broadcast_to(sd_fn(test), (s.p, k)), want, rtol=1e-8):
+            raise IncompatibleModelError(
+                "ShrinkageGibbs needs Lambda ~ N(0, 1/(phi * cumprod(delta)))."
+            )
+
+    def _update(self, point):
+        s = self.structure
+        phi, delta = draw_mgp(self.rng, s.value(point, "Lambda"), s.value(point, "delta"),
+                              self._nu, self._delta_shape, self._delta_rate)
+        s.io["phi"].put(point, phi)
+        s.io["delta"].put(point, delta)
+
+
+class PrecisionGibbs(CopulaGibbsStep):
+    """Residual precisions ``prec`` = sigma^-2 from their gamma full conditional."""
+
+    name = "precision_gibbs"
+    targets = ("prec",)
+
+    def _setup(self, model):
+        rv = model["prec"]
+        if not isinstance(rv.owner.op, GammaRV) or not all(
+            _is_constant(g) for g in _dist_params(rv)
+        ):
+            raise IncompatibleModelError("PrecisionGibbs needs a fixed gamma prior on 'prec'.")
+        shape, scale = (_constant(g) for g in _dist_params(rv))
+        s = self.structure
+        self._a = np.broadcast_to(shape, (s.p,)).astype(float)
+        self._b = np.broadcast_to(1.0 / scale, (s.p,)).astype(float)
+        test = dict(model.initial_point())
+        prec_t = np.random.default_rng(3).gamma(2.0, size=s.p)
+        s.io["prec"].put(test, prec_t)
+        if not np.allclose(s.sd(test), prec_t**-0.5, rtol=1e-8):
+            raise IncompatibleModelError("PrecisionGibbs needs z ~ N(., prec^-1/2).")
+
+    def _update(self, point):
+        s = self.structure
+        prec = draw_prec(self.rng, s.value(point, "z"), s.alpha_full(point),
+                         s.value(point, "Lambda"), s.value(point, "eta"), self._a, self._b)
+        s.io["prec"].put(point, prec)
+
+
+class InterceptGibbs(CopulaGibbsStep):
+    """Intercepts ``alpha`` of the categorical level columns, for any normal prior."""
+
+    name = "intercept_gibbs"
+    targets = ("alpha",)
+
+    def _setup(self, model):
+        rv = model["alpha"]
+        if not isinstance(rv.owner.op, NormalRV):
+            raise IncompatibleModelError("InterceptGibbs needs a normal prior on 'alpha'.")
+        mu, sd = _dist_params(rv)
+        self._mu = _compile_point_fn(model, mu)
+        self._sd = _compile_point_fn(model, sd)
+
+    def _update(self, point):
+        s = self.structure
+        prec = 1.0 / s.sd(point) ** 2
+        alpha = draw_alpha(self.rng, s.value(point, "z"), s.value(point, "Lambda"),
+                           s.value(point, "eta"), prec, s.level_cols,
+                           self._mu(point), self._sd(point))
+        s.io["alpha"].put(point, alpha)
+
+
+class ColumnScaleMove(CopulaGibbsStep):
+    """Parameter-expansion move: rescale each latent column and its parameters jointly.
+
+    Not a block of the paper's sampler but an exact extra move (see
+    :func:`bayesynth.samplers.kernels.draw_column_scale`) that removes the slow random walk of
+    each latent column's unidentified scale. It needs the default conjugate priors: a fixed
+    gamma prior on ``prec``, a zero-mean normal prior on ``Lambda`` and on ``alpha``.
+    """
+
+    name = "column_scale_move"
+    targets = ("z", "Lambda", "prec")
+
+    def _setup(self, model):
+        s = self.structure
+        prec_rv, lam = model["prec"], model["Lambda"]
+        if not isinstance(prec_rv.owner.op, GammaRV) or not all(
+            _is_constant(g) for g in _dist_params(prec_rv)
+        ):
+            raise IncompatibleModelError("ColumnScaleMove needs a fixed gamma prior on 'prec'.")
+        shape, scale = (_constant(g) for g in _dist_params(prec_rv))
+        self._a = np.broadcast_to(shape, (s.p,)).astype(float)
+        self._b = np.broadcast_to(1.0 / scale, (s.p,)).astype(float)
+        if not isinstance(lam.owner.op, NormalRV):
+            raise IncompatibleModelError("ColumnScaleMove needs a normal prior on 'Lambda'.")
+        mu, sd = _dist_params(lam)
+        if not _is_constant(mu) or np.any(_constant(mu) != 0.0):
+            raise IncompatibleModelError("ColumnScaleMove needs a zero-mean prior on 'Lambda'.")
+        self._lam_sd = _compile_point_fn(model, sd)
+        self._alpha_sd = None
+        if "alpha" in s.io:
+            a_rv = model["alpha"]
+            if not isinstance(a_rv.owner.op, NormalRV):
+                raise IncompatibleModelError("ColumnScaleMove needs a normal prior on 'alpha'.")
+            a_mu, a_sd = _dist_params(a_rv)
+            if not _is_constant(a_mu) or np.any(_constant(a_mu) != 0.0):
+                raise IncompatibleModelError("ColumnScaleMove needs a zero-mean 'alpha' prior.")
+            self._alpha_sd = _compile_point_fn(model, a_sd)
+            self.vars = self.vars + [model.rvs_to_values[a_rv]]
+        self._zkey = model.rvs_to_values[model["z"]].name
+
+    def _update(self, point):
+        s = self.structure
+        Lam = s.value(point, "Lambda")
+        prior_prec = np.broadcast_to(1.0 / np.asarray(self._lam_sd(point)) ** 2, (s.p, s.k))
+        prec = s.value(point, "prec")
+        alpha_full = s.alpha_full(point)
+        alpha_prior_prec = 1.0
+        if self._alpha_sd is not None:
+            a_pp = np.zeros(s.p)
+            a_pp[s.level_cols] = 1.0 / np.asarray(self._alpha_sd(point)) ** 2
+            alpha_prior_prec = a_pp
+        c = draw_column_scale(self.rng, Lam, prior_prec, prec, self._a, self._b,
+                              alpha_full, s.level_cols, alpha_prior_prec)
+        z = point[self._zkey]
+        if z.flags.f_contiguous and z.flags.writeable:
+            z *= c  # in place: the z step owns this buffer
+        else:
+            z = z * c
+        point[self._zkey] = z
+        s.io["Lambda"].put(point, Lam * c[:, None])
+        s.io["prec"].put(point, prec / c**2)
+        if "alpha" in s.io:
+            s.io["alpha"].put(point, alpha_full[s.level_cols] * c[s.level_cols])
+
+
+#: The copula steps in the order of one Gibbs sweep.
+COPULA_STEPS: tuple[type[CopulaGibbsStep], ...] = (
+    LatentGibbs,
+    FactorScoresGibbs,
+    LoadingsGibbs,
+    ShrinkageGibbs,
+    PrecisionGibbs,
+    InterceptGibbs,
+    ColumnScaleMove,
+)
+

@@ -1,0 +1,113 @@
+"""PyMC wiring of the copula steps: assignment, swapped priors, reproducibility, trace contents."""
+
+from __future__ import annotations
+
+import numpy as np
+import pymc as pm
+import pytest
+
+import bayesynth as bs
+from bayesynth.errors import IncompatibleModelError
+from bayesynth.samplers import (
+    COPULA_STEPS,
+    LatentGibbs,
+    PrecisionGibbs,
+    ShrinkageGibbs,
+    assign_copula_steps,
+)
+
+
+@pytest.fixture
+def model(mixed_missing_df):
+    return bs.models.rank_probit_copula(mixed_missing_df, n_factors=2)
+
+
+def test_every_block_gets_its_gibbs_step(model):
+    steps = assign_copula_steps(model)
+    assert [type(s) for s in steps] == list(COPULA_STEPS)
+    covered = {v.name for s in steps for v in s.vars}
+    assert covered == {v.name for v in model.value_vars}
+
+
+def test_sample_uses_only_our_steps_and_keeps_small_trace(model, seed):
+    idata = bs.sample(model, draws=30, tune=20, chains=1, random_seed=seed, progressbar=False)
+    post = idata.posterior
+    for name in ("Lambda", "sigma", "alpha", "C", "alpha_scaled", "prec", "phi", "delta"):
+        assert name in post
+    assert "z" not in post and "eta" not in post
+    # no per-record array in the trace: memory per draw independent of n
+    assert all("record" not in post[v].dims for v in post.data_vars)
+    C = post["C"].values
+    np.testing.assert_allclose(np.diagonal(C, axis1=-2, axis2=-1), 1.0)
+    assert np.all(np.abs(C) <= 1 + 1e-12)
+
+
+def test_keep_latent_and_constraints(model, seed):
+    idata = bs.sample(model, draws=5, tune=5, chains=1, random_seed=seed, progressbar=False,
+                      keep_latent=True)
+    z = idata.posterior["z"].values[0, -1]
+    assert idata.posterior["eta"].shape[-2:] == (model.coords["record"].__len__(), 2)
+    assert bs.models.get_layout(model).bounds_satisfied(z)
+
+
+@pytest.mark.parametrize("chains", [1, 2])
+def test_reproducible_from_seed(model, seed, chains):
+    def run(s):
+        return bs.sample(model, draws=15, tune=5, chains=chains, random_seed=s,
+                         progressbar=False).posterior["C"].values
+
+    a, b, c = run(seed), run(seed), run(seed + 1)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+
+
+def test_swapped_non_conjugate_prior_goes_to_pymc(mixed_df, seed):
+    priors = {
+        "sigma": lambda name, dims: pm.HalfNormal(name, sigma=1.0, dims=dims),
+        "alpha": lambda name, dims: pm.StudentT(name, nu=4, mu=0, sigma=1, dims=dims),
+    }
+    model = bs.models.rank_probit_copula(mixed_df, n_factors=2, priors=priors)
+    assert "prec" not in model.named_vars
+    steps = assign_copula_steps(model)
+    names = {type(s).__name__ for s in steps}
+    assert "PrecisionGibbs" not in names and "InterceptGibbs" not in names
+    assert "ColumnScaleMove" not in names
+    assert {"LatentGibbs", "FactorScoresGibbs", "LoadingsGibbs", "ShrinkageGibbs"} <= names
+    idata = bs.sample(model, draws=20, tune=20, chains=1, random_seed=seed, progressbar=False)
+    assert np.all(np.isfinite(idata.posterior["sigma"].values))
+    assert np.all(idata.posterior["sigma"].values > 0)
+    assert np.all(np.isfinite(idata.posterior["alpha"].values))
+
+
+def test_conjugate_swap_keeps_gibbs(mixed_df):
+    """A normal prior with another scale on alpha and a plain normal on Lambda stay Gibbs."""
+    priors = {
+        "alpha": lambda name, dims: pm.Normal(name, mu=0.0, sigma=2.5, dims=dims),
+        "Lambda": lambda name, dims: pm.Normal(name, mu=0.0, sigma=0.5, dims=dims),
+    }
+    model = bs.models.rank_probit_copula(mixed_df, n_factors=2, priors=priors)
+    names = {type(s).__name__ for s in assign_copula_steps(model)}
+    assert {"InterceptGibbs", "LoadingsGibbs"} <= names
+    assert "ShrinkageGibbs" not in names  # no phi/delta any more
+
+
+def test_steps_refuse_models_they_do_not_fit(mixed_df):
+    with pm.Model() as plain:
+        pm.Normal("z", 0, 1)
+    with pytest.raises(IncompatibleModelError, match="rank-probit"):
+        LatentGibbs(model=plain)
+    priors = {"sigma": lambda name, dims: pm.HalfNormal(name, sigma=1.0, dims=dims)}
+    model = bs.models.rank_probit_copula(mixed_df, n_factors=2, priors=priors)
+    with pytest.raises(IncompatibleModelError, match="prec"):
+        PrecisionGibbs(model=model)
+    model2 = bs.models.rank_probit_copula(mixed_df, n_factors=2, nu=4.0)
+    ShrinkageGibbs(model=model2)  # other hyperparameters are read from the graph
+
+
+def test_bad_prior_names(mixed_df):
+    with pytest.raises(bs.errors.SchemaError, match="only"):
+        bs.models.rank_probit_copula(mixed_df, priors={"eta": lambda n, d: None})
+    with pytest.raises(bs.errors.SchemaError, match="n_factors"):
+        bs.models.rank_probit_copula(mixed_df, n_factors=0)
+    with pytest.raises(bs.errors.SchemaError, match="nu"):
+        bs.models.rank_probit_copula(mixed_df, nu=-1.0)

@@ -1,0 +1,163 @@
+"""Schema inference, JSON round trip, and validation errors at the boundary."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import bayesynth as bs
+from bayesynth import errors
+from bayesynth.schema import ColumnSchema, Schema, infer_schema, validate_data
+
+
+def test_inference_rules(mixed_df):
+    schema = infer_schema(mixed_df)
+    assert [schema[c].type for c in mixed_df.columns] == [
+        "categorical", "ordinal", "binary", "count", "continuous"]
+    assert schema["level"].levels == ("low", "mid", "high", "top")
+    assert schema["level"].ordered
+    assert schema["group"].levels == ("a", "b", "c")
+    assert schema["flag"].levels == (0, 1)
+
+
+def test_more_inference_rules():
+    n = 40
+    r = np.random.default_rng(0)
+    df = pd.DataFrame({
+        "yes": r.random(n) < 0.5,                      # bool -> binary
+        "sex": r.choice(["F", "M"], n),                # two strings -> binary
+        "neg": r.integers(-5, 5, n),                   # integers with negatives -> continuous
+        "cnt_float": r.poisson(3, n).astype(float),    # integral floats -> count
+        "cat": pd.Categorical(r.choice(list("xyz"), n)),  # unordered categorical
+    })
+    s = infer_schema(df)
+    assert s["yes"].type == "binary" and s["yes"].levels == (False, True)
+    assert s["sex"].type == "binary"
+    assert s["neg"].type == "continuous"
+    assert s["cnt_float"].type == "count"
+    assert s["cat"].type == "categorical"
+
+
+def test_keyword_overrides(mixed_df):
+    s = infer_schema(mixed_df, categorical=["visits"], continuous="flag")
+    assert s["visits"].type == "categorical"
+    assert s["visits"].levels == tuple(sorted(mixed_df["visits"].unique()))
+    # continuous with two values is allowed when declared
+    assert s["flag"].type == "continuous"
+
+
+def test_json_round_trip(mixed_df, tmp_path):
+    schema = infer_schema(mixed_df)
+    assert Schema.from_json(schema.to_json()) == schema
+    path = tmp_path / "schema.json"
+    schema.to_json(path)
+    assert Schema.from_json(path) == schema
+    assert Schema.from_json(str(path)) == schema
+
+
+def test_input_not_modified(mixed_missing_df):
+    before = mixed_missing_df.copy(deep=True)
+    schema = infer_schema(mixed_missing_df)
+    validate_data(mixed_missing_df, schema)
+    bs.models.rank_probit_copula(mixed_missing_df, schema, n_factors=2)
+    pd.testing.assert_frame_equal(mixed_missing_df, before)
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+def test_not_a_dataframe():
+    with pytest.raises(errors.InputTypeError, match="pandas DataFrame"):
+        infer_schema([[1, 2], [3, 4]])
+    with pytest.raises(TypeError):  # also a TypeError for standard handling
+        infer_schema(np.zeros((20, 2)))
+
+
+def test_empty_table():
+    with pytest.raises(errors.EmptyDataError, match="empty"):
+        infer_schema(pd.DataFrame())
+    with pytest.raises(errors.EmptyDataError):
+        infer_schema(pd.DataFrame({"a": []}))
+
+
+def test_too_few_rows(mixed_df):
+    small = mixed_df.head(9)
+    schema = infer_schema(mixed_df)
+    with pytest.raises(errors.TooFewRowsError, match="at least 10"):
+        validate_data(small, schema)
+
+
+def test_constant_column(mixed_df):
+    df = mixed_df.assign(const=7)
+    with pytest.raises(errors.ConstantColumnError, match="'const'") as info:
+        infer_schema(df)
+    assert info.value.column == "const"
+    schema = infer_schema(mixed_df)
+    bad = Schema(list(schema.values()) + [ColumnSchema("const", "count")])
+    with pytest.raises(errors.ConstantColumnError, match="Drop it"):
+        validate_data(df, bad)
+
+
+def test_all_missing_column(mixed_df):
+    with pytest.raises(errors.ConstantColumnError, match="entirely missing"):
+        infer_schema(mixed_df.assign(empty=np.nan))
+
+
+def test_identifier_column(mixed_df):
+    df = mixed_df.assign(id=[f"P{i:05d}" for i in range(len(mixed_df))])
+    with pytest.raises(errors.IdentifierColumnError, match="identifier") as info:
+        infer_schema(df)
+    assert "'id'" in str(info.value) and "Drop it" in str(info.value)
+
+
+def test_infinite_values(mixed_df):
+    df = mixed_df.copy()
+    df.loc[3, "income"] = np.inf
+    with pytest.raises(errors.NonFiniteValueError, match="'income'"):
+        infer_schema(df)
+    with pytest.raises(errors.NonFiniteValueError, match="infinite"):
+        validate_data(df, infer_schema(mixed_df))
+
+
+def test_unknown_schema_type():
+    with pytest.raises(errors.UnknownColumnTypeError, match="'x'.*'weird'"):
+        ColumnSchema("x", "weird")
+    with pytest.raises(errors.UnknownColumnTypeError):
+        Schema.from_json('{"columns": [{"name": "x", "type": "nominal"}]}')
+
+
+def test_schema_names_absent_column(mixed_df):
+    schema = infer_schema(mixed_df)
+    with pytest.raises(errors.MissingColumnError, match="'visits'"):
+        validate_data(mixed_df.drop(columns="visits"), schema)
+    with pytest.raises(errors.MissingColumnError, match="'nope'"):
+        infer_schema(mixed_df, count=["nope"])
+    extra = mixed_df.assign(more=np.arange(len(mixed_df)) % 3)
+    with pytest.raises(errors.MissingColumnError, match="'more'"):
+        validate_data(extra, schema)
+
+
+def test_type_mismatch_and_unknown_level(mixed_df):
+    schema = infer_schema(mixed_df)
+    df = mixed_df.copy()
+    df["visits"] = df["visits"] - 50  # negative counts
+    with pytest.raises(errors.ColumnTypeError, match="'visits'.*continuous"):
+        validate_data(df, schema)
+    df = mixed_df.copy()
+    df.loc[0, "group"] = "zzz"
+    with pytest.raises(errors.UnknownLevelError, match="'group'"):
+        validate_data(df, schema)
+    with pytest.raises(errors.ColumnTypeError, match="strings|holds"):
+        validate_data(mixed_df.assign(income=mixed_df["group"]), schema)
+
+
+def test_conflicting_declarations(mixed_df):
+    with pytest.raises(errors.SchemaError, match="both"):
+        infer_schema(mixed_df, count=["visits"], continuous=["visits"])
+
+
+def test_unsupported_dtype(mixed_df):
+    df = mixed_df.assign(when=pd.date_range("2020-01-01", periods=len(mixed_df)))
+    with pytest.raises(errors.ColumnTypeError, match="'when'.*datetime"):
+        infer_schema(df)
