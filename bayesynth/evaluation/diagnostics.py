@@ -8,6 +8,8 @@ import arviz as az
 import numpy as np
 import pandas as pd
 
+from bayesynth.models.layout import same_variable_level_pairs
+
 __all__ = ["copula_diagnostics", "ConvergenceSummary", "convergence_summary"]
 
 
@@ -18,11 +20,17 @@ def copula_diagnostics(idata: az.InferenceData) -> pd.DataFrame:
     process's factor order leave the likelihood unchanged), so their R-hat and ESS are
     meaningless; these quantities are invariant to all of that.
 
+    Correlations among the level columns of one categorical variable, and the scaled
+    intercepts, are only weakly identified by the rank-probit likelihood (it sees which level
+    column is positive, never two at once), so they lean on the prior and mix slowly; the column
+    ``weak`` marks them. Synthesis depends on the others: correlations between variables.
+
     Returns
     -------
     pandas.DataFrame
         One row per quantity (``C[a, b]`` for a before b, ``alpha_scaled[level]``), columns of
-        :func:`arviz.summary` (``mean``, ``sd``, HDI, ``ess_bulk``, ``ess_tail``, ``r_hat``...).
+        :func:`arviz.summary` (``mean``, ``sd``, HDI, ``ess_bulk``, ``ess_tail``, ``r_hat``...)
+        and ``weak`` (bool).
     """
     post = idata.posterior
     parts = []
@@ -35,15 +43,18 @@ def copula_diagnostics(idata: az.InferenceData) -> pd.DataFrame:
         ds = az.convert_to_dataset({"C": flat}, coords={"pair": labels}, dims={"C": ["pair"]})
         summ = az.summary(ds)
         summ.index = labels
+        levels = [str(v) for v in post.coords["level"].values] if "level" in post.coords else []
+        summ["weak"] = same_variable_level_pairs([str(n) for n in names], levels)[iu]
         parts.append(summ)
     if "alpha_scaled" in post:
         summ = az.summary(idata, var_names=["alpha_scaled"])
+        summ["weak"] = True
         parts.append(summ)
     return pd.concat(parts) if parts else pd.DataFrame()
 
 
 class ConvergenceSummary(NamedTuple):
-    """Worst-case diagnostics over the identified quantities."""
+    """Worst-case diagnostics over the well-identified quantities (``weak`` rows excluded)."""
 
     max_rhat: float
     min_ess_bulk: float
@@ -54,6 +65,8 @@ class ConvergenceSummary(NamedTuple):
 def convergence_summary(idata: az.InferenceData) -> ConvergenceSummary:
     """Summarise :func:`copula_diagnostics` in four numbers."""
     d = copula_diagnostics(idata)
+    if "weak" in d and (~d["weak"].astype(bool)).any():
+        d = d[~d["weak"].astype(bool)]
     rhat = d["r_hat"].to_numpy(dtype=float)
     ess = d["ess_bulk"].to_numpy(dtype=float)
     return ConvergenceSummary(

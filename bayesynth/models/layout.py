@@ -31,7 +31,13 @@ from scipy.special import ndtri
 from bayesynth.errors import TooManyLevelsError
 from bayesynth.schema import Schema, encode_levels
 
-__all__ = ["CategoricalBlock", "OrderedColumn", "LatentLayout", "MISSING_LEVEL"]
+__all__ = [
+    "CategoricalBlock",
+    "OrderedColumn",
+    "LatentLayout",
+    "MISSING_LEVEL",
+    "same_variable_level_pairs",
+]
 
 MISSING_LEVEL = "<NA>"
 
@@ -327,3 +333,22 @@ class LatentLayout:
 
 def _n_observed(s: pd.Series) -> int:
     return int(s.dropna().nunique())
+
+
+def same_variable_level_pairs(latent_names: list[str], level_names: list[str]) -> np.ndarray:
+    """Boolean matrix: True where two latent columns are levels of the same categorical variable.
+
+    The rank-probit likelihood observes each categorical variable only through which one of its
+    level columns is positive, so the correlations among the level columns of one variable (and,
+    through them, the scaled intercepts) are weakly identified: they mix slowly and lean on the
+    prior, while the quantities synthesis depends on (correlations between variables, level
+    probabilities) are pinned down by the data.
+    """
+    levels = set(level_names)
+    owner = [name.rsplit("[", 1)[0] if name in levels else None for name in latent_names]
+    p = len(latent_names)
+    out = np.zeros((p, p), dtype=bool)
+    for i in range(p):
+        for j in range(p):
+            out[i, j] = i != j and owner[i] is not None and owner[i] == owner[j]
+    return out

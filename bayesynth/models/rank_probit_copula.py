@@ -113,27 +113,6 @@ def choose_n_factors(scores: np.ndarray, variance_explained: float = 0.95) -> in
     return int(min(np.searchsorted(share, variance_explained - 1e-12) + 1, scores.shape[1]))
 
 
-@dataclass
-class _Init:
-    Lambda: np.ndarray
-    eta: np.ndarray
-    prec: np.ndarray
-    alpha: np.ndarray
-
-
-def _pca_init(z0: np.ndarray, layout: LatentLayout, k: int) -> _Init:
-    """Start the chain at a principal-component fit of the initial latent data."""
-    n = z0.shape[0]
-    mean = z0.mean(axis=0)
-    zc = z0 - mean
-    U, S, Vt = np.linalg.svd(zc, full_matrices=False)
-    Lambda = Vt[:k].T * (S[:k] / np.sqrt(n))
-    eta = U[:, :k] * np.sqrt(n)
-    resid = zc - eta @ Lambda.T
-    prec = 1.0 / np.clip(resid.var(axis=0), 0.05, None)
-    return _Init(Lambda=Lambda, eta=eta, prec=prec, alpha=mean[layout.level_columns])
-
-
 def rank_probit_copula(
     data: pd.DataFrame,
     schema: Schema | None = None,
@@ -200,6 +179,13 @@ def rank_probit_copula(
         Gibbs step for any replacement that stays conjugate (a zero-mean normal ``Lambda``, a
         normal ``alpha``) and hands the others to PyMC's samplers.
 
+    Notes
+    -----
+    The chain starts from neutral values: the latent data at the normal scores of the ranks
+    (``+-0.5`` for level columns), zero loadings, factor scores and intercepts, unit precisions.
+    The first sweeps build the factor structure from noise. (Starting from a principal-component
+    fit was tried and found to leave the sampler in a slowly mixing region.)
+
     Returns
     -------
     pymc.Model
@@ -255,7 +241,6 @@ def rank_probit_copula(
                 f"({p}); got {n_factors!r}."
             )
         k = int(n_factors)
-    init = _pca_init(z0, layout, k)
     index = data.index if data.index.is_unique else pd.RangeIndex(len(data))
     coords = {
         "record": index.tolist(),
@@ -277,7 +262,7 @@ def rank_probit_copula(
             phi = pm.Gamma("phi", alpha=nu / 2.0, beta=nu / 2.0, dims=("latent", "factor"),
                            initval=np.ones((p, k)))
             Lambda = pm.Normal("Lambda", mu=0.0, sigma=1.0 / pt.sqrt(phi * tau[None, :]),
-                               dims=("latent", "factor"), initval=init.Lambda)
+                               dims=("latent", "factor"), initval=np.zeros((p, k)))
         alpha_full = pt.zeros(p)
         alpha = None
         if len(lvl):
@@ -285,15 +270,16 @@ def rank_probit_copula(
                 alpha = priors["alpha"]("alpha", ("level",))
             else:
                 alpha = pm.Normal("alpha", mu=alpha_mu, sigma=alpha_sigma, dims="level",
-                                  initval=init.alpha)
+                                  initval=np.zeros(len(lvl)))
             alpha_full = pt.set_subtensor(alpha_full[lvl], alpha)
         if "sigma" in priors:
             sigma = priors["sigma"]("sigma", ("latent",))
         else:
             prec = pm.Gamma("prec", alpha=a_sigma, beta=b_sigma, dims="latent",
-                            initval=init.prec)
+                            initval=np.ones(p))
             sigma = pm.Deterministic("sigma", 1.0 / pt.sqrt(prec), dims="latent")
-        eta = pm.Normal("eta", mu=0.0, sigma=1.0, dims=("record", "factor"), initval=init.eta)
+        eta = pm.Normal("eta", mu=0.0, sigma=1.0, dims=("record", "factor"),
+                        initval=np.zeros((len(data), k)))
         mu = alpha_full[None, :] + pt.dot(eta, Lambda.T)
         z = pm.Normal("z", mu=mu, sigma=sigma[None, :], dims=("record", "latent"),
                       initval=z0)

@@ -10,12 +10,15 @@ numerically) and raises :class:`~bayesynth.errors.IncompatibleModelError` otherw
 =============================  ===========================  ==================================
 step                           updates                      full conditional
 =============================  ===========================  ==================================
+:class:`FactorScoresGibbs`     ``eta``                      normal per record (level columns
+                                                            integrated out: exact MH)
 :class:`LatentGibbs`           ``z``                        truncated normals (rank-probit)
-:class:`FactorScoresGibbs`     ``eta``                      multivariate normal per record
 :class:`LoadingsGibbs`         ``Lambda``                   multivariate normal per row
 :class:`ShrinkageGibbs`        ``phi``, ``delta``           gamma (MGP prior)
 :class:`PrecisionGibbs`        ``prec``                     gamma
 :class:`InterceptGibbs`        ``alpha``                    normal
+:class:`ColumnScaleMove`       ``z``, ``Lambda``, ``prec``, parameter-expansion scale move
+                               ``alpha``                    (exact MH)
 =============================  ===========================  ==================================
 """
 
@@ -42,6 +45,7 @@ from bayesynth.samplers.kernels import (
     draw_alpha,
     draw_column_scale,
     draw_eta,
+    draw_eta_collapsed,
     draw_Lambda,
     draw_mgp,
     draw_prec,
@@ -303,17 +307,46 @@ class LatentGibbs(CopulaGibbsStep):
 
 
 class FactorScoresGibbs(CopulaGibbsStep):
-    """Factor scores ``eta`` from their multivariate normal full conditional."""
+    """Factor scores ``eta``.
+
+    With categorical level columns in the model and ``collapse_levels=True`` each record's
+    scores are updated with the level columns' latent values integrated out, by an exact
+    Metropolis-Hastings step (:func:`~bayesynth.samplers.kernels.draw_eta_collapsed`); the
+    z step that follows redraws those latent values given the new scores. Otherwise the scores
+    come from their multivariate normal full conditional (the paper's block).
+    """
 
     name = "factor_scores_gibbs"
     targets = ("eta",)
+    stats_dtypes_shapes = {"tune": (bool, []), "accept": (float, [])}
+
+    def __init__(self, vars=None, *, model=None, rng=None, blocked: bool = True,
+                 collapse_levels: bool = False):
+        self.collapse_levels = collapse_levels
+        super().__init__(vars, model=model, rng=rng, blocked=blocked)
+
+    def _setup(self, model):
+        s = self.structure
+        self._collapsed = bool(self.collapse_levels and len(s.level_cols)
+                               and len(s.level_cols) < s.p)
+        self._accept = 1.0
 
     def _update(self, point):
         s = self.structure
         prec = 1.0 / s.sd(point) ** 2
-        eta = draw_eta(self.rng, s.value(point, "z"), s.alpha_full(point),
-                       s.value(point, "Lambda"), prec)
+        z, alpha, Lam = s.value(point, "z"), s.alpha_full(point), s.value(point, "Lambda")
+        if self._collapsed:
+            eta, self._accept = draw_eta_collapsed(
+                self.rng, z, alpha, Lam, prec, s.value(point, "eta"), s.level_cols,
+                s.layout.k_lvl_sign)
+        else:
+            eta = draw_eta(self.rng, z, alpha, Lam, prec)
         s.io["eta"].put(point, eta)
+
+    def step(self, point):  # noqa: D102
+        new = dict(point)
+        self._update(new)
+        return new, [{"tune": self.tune, "accept": self._accept}]
 
 
 class LoadingsGibbs(CopulaGibbsStep):
@@ -508,8 +541,8 @@ class ColumnScaleMove(CopulaGibbsStep):
 
 #: The copula steps in the order of one Gibbs sweep.
 COPULA_STEPS: tuple[type[CopulaGibbsStep], ...] = (
-    LatentGibbs,
     FactorScoresGibbs,
+    LatentGibbs,
     LoadingsGibbs,
     ShrinkageGibbs,
     PrecisionGibbs,

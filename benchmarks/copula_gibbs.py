@@ -1,0 +1,90 @@
+"""Speed of the rank-probit copula Gibbs sampler: bare kernels against pm.sample.
+
+Data: the simulated child-health table (2 categorical variables with 5 and 4 levels, 6 binary,
+6 integer, 12 continuous columns: p = 26, p* = 33), k = 8 factors, one chain on one core.
+
+Prints, for each n: seconds per Gibbs iteration and iterations per second for the bare kernels
+(the same sweep the step methods run, called in a plain loop) and for ``bayesynth.sample``
+(PyMC's sampling loop, from the ``sampling_time`` PyMC records, so model set-up and compilation
+are excluded), the ratio of the two, the peak resident memory of the process, and the bytes
+stored per posterior draw (which must not grow with n).
+
+Usage::
+
+    python benchmarks/copula_gibbs.py [--n 20000 200000] [--iters 300] [--collapse-levels]
+"""
+
+from __future__ import annotations
+
+import os
+
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")  # tall-skinny products get slower with two threads
+
+import argparse  # noqa: E402
+import resource  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import bayesynth as bs  # noqa: E402
+from bayesynth.samplers import assign_copula_steps  # noqa: E402
+
+
+def bare_seconds_per_iter(model, iters: int, seed: int, collapse: bool) -> float:
+    """Run the sweep by calling each step's update directly on a plain dict (no PyMC loop)."""
+    steps = assign_copula_steps(model, collapse_levels=collapse)
+    rng = np.random.default_rng(seed)
+    for s in steps:
+        s.rng = rng
+    point = dict(model.initial_point())
+    for _ in range(5):  # warm-up: compile and settle buffers
+        for s in steps:
+            s._update(point)
+    t = time.perf_counter()
+    for _ in range(iters):
+        for s in steps:
+            s._update(point)
+    return (time.perf_counter() - t) / iters
+
+
+def pymc_seconds_per_iter(model, iters: int, seed: int, collapse: bool) -> tuple[float, int]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bs.sample(model, draws=5, tune=0, chains=1, cores=1, random_seed=seed,
+                  progressbar=False, collapse_levels=collapse)
+        idata = bs.sample(model, draws=iters, tune=0, chains=1, cores=1, random_seed=seed,
+                          progressbar=False, collapse_levels=collapse)
+    per_draw = sum(v.nbytes for v in idata.posterior.data_vars.values()) // iters
+    return idata.posterior.attrs["sampling_time"] / iters, per_draw
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, nargs="+", default=[20_000, 200_000])
+    ap.add_argument("--iters", type=int, default=300)
+    ap.add_argument("--k", type=int, default=8)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--collapse-levels", action="store_true",
+                    help="use the collapsed factor-score step (default: the paper's blocks)")
+    args = ap.parse_args()
+    step = "collapsed factor scores" if args.collapse_levels else "paper's Gibbs blocks"
+    print(f"bayesynth {bs.__version__}; BLAS threads pinned to 1; k = {args.k}; one chain; "
+          f"{step} + scale move")
+    print(f"{'n':>8} {'p*':>4} {'bare s/it':>10} {'bare it/s':>10} {'pymc s/it':>10} "
+          f"{'pymc it/s':>10} {'pymc/bare':>9} {'peak RSS MB':>12} {'bytes/draw':>11}")
+    for n in args.n:
+        df = bs.datasets.simulate_child_health(n=n, random_seed=args.seed)
+        model = bs.models.rank_probit_copula(df, n_factors=args.k)
+        p = len(model.coords["latent"])
+        iters = args.iters if n <= 50_000 else max(30, args.iters // 10)
+        bare = bare_seconds_per_iter(model, iters, args.seed, args.collapse_levels)
+        wrapped, per_draw = pymc_seconds_per_iter(model, iters, args.seed, args.collapse_levels)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"{n:>8} {p:>4} {bare:>10.4f} {1 / bare:>10.1f} {wrapped:>10.4f} "
+              f"{1 / wrapped:>10.1f} {wrapped / bare:>9.3f} {peak:>12.0f} {per_draw:>11}")
+
+
+if __name__ == "__main__":
+    main()
