@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import warnings
@@ -12,6 +13,7 @@ import arviz as az
 import numpy as np
 import pymc as pm
 from pymc.model import modelcontext
+from threadpoolctl import threadpool_limits
 
 from bayesynth.errors import IncompatibleModelError
 from bayesynth.models.layout import same_variable_level_pairs
@@ -115,6 +117,7 @@ def sample(
     cores: int | None = None,
     step: Any = None,
     collapse_levels: bool = False,
+    blas_threads: int | None = 1,
     **kwargs: Any,
 ) -> az.InferenceData:
     """Sample a copula model with the bayesynth Gibbs steps.
@@ -153,6 +156,11 @@ def sample(
         paper's two-variable simulation), but not on the 26-variable child-health table, where
         it is slower per iteration and mixes no better (``benchmarks/README.md``). ``False``
         runs the paper's plain Gibbs block.
+    blas_threads : int or None, default 1
+        BLAS threads per process while sampling. The products here are tall and skinny (n by k);
+        more threads make them slower and oversubscribe the cores when chains run in parallel
+        (measured: three times slower with two threads on two cores). ``None`` leaves the BLAS
+        settings alone.
     **kwargs
         Passed to :func:`pymc.sample`.
 
@@ -182,16 +190,19 @@ def sample(
     kwargs.setdefault("compute_convergence_checks", False)
     kwargs.setdefault("init", "adapt_diag")
     kwargs["cores"] = cores if cores is not None else max(1, min(chains, os.cpu_count() or 1))
-    idata = pm.sample(
-        draws=draws,
-        tune=tune,
-        chains=chains,
-        step=steps,
-        random_seed=random_seed,
-        var_names=_trace_names(model, keep_latent),
-        progressbar=progressbar,
-        model=model,
-        **kwargs,
-    )
+    limit = (threadpool_limits(limits=blas_threads, user_api="blas")
+             if blas_threads is not None else contextlib.nullcontext())
+    with limit:
+        idata = pm.sample(
+            draws=draws,
+            tune=tune,
+            chains=chains,
+            step=steps,
+            random_seed=random_seed,
+            var_names=_trace_names(model, keep_latent),
+            progressbar=progressbar,
+            model=model,
+            **kwargs,
+        )
     _check_convergence(idata)
     return idata

@@ -8,11 +8,13 @@ Every synthetic record is drawn jointly, with no variable ordering:
    (``categorical="model"``);
 2. the latent values of the categorical level columns from the truncated multivariate normal
    that the combination implies (exactly one positive column per variable), together with the
-   factor scores eta: a Gibbs sampler over (eta, z_cat) that exploits the factor structure (given
-   eta the level columns are independent truncated normals; given z_cat, eta is normal), run for
-   ``n_sweeps`` sweeps from eta ~ N(0, I). In ``"model"`` mode the level itself is redrawn in each
-   sweep from its exact conditional given eta, P(y = h | eta) proportional to p_h / (1 - p_h) with
-   p_h = Phi((alpha_h + lambda_h' eta) / sigma_h);
+   factor scores eta, exactly, by rejection from the unconstrained factor model (in ``"model"``
+   mode any valid combination is accepted, which draws the combination from the model too).
+   Records whose combination the model finds very unlikely fall back, after ``max_tries``
+   proposals, to a Gibbs sampler over (eta, z_cat) that uses the factor structure (given eta the
+   level columns are independent truncated normals; given z_cat, eta is normal; in ``"model"``
+   mode the level is redrawn from P(y = h | eta) proportional to p_h / (1 - p_h),
+   p_h = Phi((alpha_h + lambda_h' eta) / sigma_h));
 3. the other latent columns from their conditional normal given eta, which is the conditional
    given z_cat under the factor model;
 4. each ordered column mapped back through its estimated marginal,
@@ -66,6 +68,46 @@ class _Ordered:
     kind: str  # "value" or "missing"
 
 
+def _valid(z_cat: np.ndarray, offsets: np.ndarray, codes: np.ndarray | None) -> tuple:
+    """Which rows have exactly one positive column per block (and, if given, the right one)."""
+    ok = np.ones(len(z_cat), dtype=bool)
+    found = np.zeros((len(z_cat), len(offsets) - 1), dtype=np.int64)
+    for b in range(len(offsets) - 1):
+        block = z_cat[:, offsets[b]:offsets[b + 1]] > 0
+        ok &= block.sum(axis=1) == 1
+        found[:, b] = block.argmax(axis=1)
+    if codes is not None:
+        ok &= np.all(found == codes, axis=1)
+    return ok, found
+
+
+def _gibbs_categorical(rng, a_c, L_c, s_c, offsets, n_rows, codes, n_sweeps):
+    """Gibbs sampler over (eta, levels, z_cat) given the level codes (or drawing them)."""
+    k = L_c.shape[1]
+    n_blocks = len(offsets) - 1
+    fixed = codes is not None
+    codes_out = codes.copy() if fixed else np.zeros((n_rows, n_blocks), dtype=np.int64)
+    prec_c = 1.0 / s_c**2
+    eta = np.zeros((n_rows, k))
+    for _ in range(max(int(n_sweeps), 1)):
+        mean = a_c + eta @ L_c.T
+        if not fixed:
+            for b in range(n_blocks):
+                sl = slice(offsets[b], offsets[b + 1])
+                t = mean[:, sl] / s_c[sl]
+                logit = log_ndtr(t) - log_ndtr(-t)
+                gumbel = -np.log(-np.log(rng.random(logit.shape)))
+                codes_out[:, b] = np.argmax(logit + gumbel, axis=1)
+        positive = np.zeros(mean.shape, dtype=bool)
+        for b in range(n_blocks):
+            positive[np.arange(n_rows), offsets[b] + codes_out[:, b]] = True
+        lower = np.where(positive, 0.0, -np.inf)
+        upper = np.where(positive, np.inf, 0.0)
+        z_cat = truncnorm(rng, mean, np.broadcast_to(s_c, mean.shape), lower, upper)
+        eta = draw_eta(rng, z_cat, a_c, L_c, prec_c)
+    return eta, z_cat, codes_out
+
+
 def draw_latent(
     rng: np.random.Generator,
     alpha_full: np.ndarray,
@@ -75,9 +117,19 @@ def draw_latent(
     n_rows: int,
     *,
     codes: np.ndarray | None = None,
-    n_sweeps: int = 50,
+    max_tries: int = 2000,
+    n_sweeps: int = 200,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Draw latent records from the copula, with exactly one positive level column per block.
+
+    The factor scores and the level columns' latent values are drawn together by rejection:
+    eta ~ N(0, I), z_cat ~ N(alpha + Lambda eta, Sigma), kept when every block has exactly one
+    positive column (and, with ``codes``, the given one). This is an exact draw from the truncated
+    multivariate normal of the paper's section 4.3, jointly with eta. Its cost per record is the
+    inverse of the model probability of the record's combination; records still unmatched after
+    ``max_tries`` proposals (combinations the model finds very unlikely) are drawn by a Gibbs
+    sampler over (eta, z_cat) run for ``n_sweeps`` sweeps from eta = 0. The other latent columns
+    follow from their conditional normal given eta.
 
     Parameters
     ----------
@@ -90,8 +142,10 @@ def draw_latent(
     codes : numpy.ndarray, shape (n_rows, len(blocks)), optional
         Given level of each record and block (the ``"empirical"`` mode). When omitted the
         levels are drawn from the model (the ``"model"`` mode).
-    n_sweeps : int, default 50
-        Gibbs sweeps over (eta, levels, z_cat) before the record is read off.
+    max_tries : int, default 2000
+        Rejection proposals per record before the Gibbs fallback.
+    n_sweeps : int, default 200
+        Gibbs sweeps of the fallback.
 
     Returns
     -------
@@ -105,27 +159,23 @@ def draw_latent(
     if blocks:
         cat = np.concatenate(blocks)
         a_c, L_c, s_c = alpha_full[cat], Lambda[cat], sigma[cat]
-        prec_c = 1.0 / s_c**2
         offsets = np.cumsum([0] + [len(b) for b in blocks])
-        fixed = codes is not None
-        if fixed:
-            codes_out[:] = codes
-        for _ in range(max(int(n_sweeps), 1)):
-            mean = a_c + eta @ L_c.T  # (n, p_cat)
-            if not fixed:
-                for b in range(len(blocks)):
-                    sl = slice(offsets[b], offsets[b + 1])
-                    t = mean[:, sl] / s_c[sl]
-                    logit = log_ndtr(t) - log_ndtr(-t)
-                    gumbel = -np.log(-np.log(rng.random(logit.shape)))
-                    codes_out[:, b] = np.argmax(logit + gumbel, axis=1)
-            positive = np.zeros(mean.shape, dtype=bool)
-            for b in range(len(blocks)):
-                positive[np.arange(n_rows), offsets[b] + codes_out[:, b]] = True
-            lower = np.where(positive, 0.0, -np.inf)
-            upper = np.where(positive, np.inf, 0.0)
-            z_cat = truncnorm(rng, mean, np.broadcast_to(s_c, mean.shape), lower, upper)
-            eta = draw_eta(rng, z_cat, a_c, L_c, prec_c)
+        z_cat = np.empty((n_rows, len(cat)))
+        pending = np.arange(n_rows)
+        for _ in range(int(max_tries)):
+            if len(pending) == 0:
+                break
+            e = rng.standard_normal((len(pending), k))
+            zc = a_c + e @ L_c.T + s_c * rng.standard_normal((len(pending), len(cat)))
+            ok, found = _valid(zc, offsets, None if codes is None else codes[pending])
+            done = pending[ok]
+            eta[done], z_cat[done], codes_out[done] = e[ok], zc[ok], found[ok]
+            pending = pending[~ok]
+        if len(pending):
+            e, zc, found = _gibbs_categorical(
+                rng, a_c, L_c, s_c, offsets, len(pending),
+                None if codes is None else codes[pending], n_sweeps)
+            eta[pending], z_cat[pending], codes_out[pending] = e, zc, found
     z = alpha_full + eta @ Lambda.T + sigma * rng.standard_normal((n_rows, p))
     if blocks:
         z[:, cat] = z_cat
@@ -150,8 +200,11 @@ class CopulaSynthesizer:
         MCMC settings passed to :func:`bayesynth.sample`.
     random_seed : int, optional
         Seed of the MCMC run (``sample`` takes its own seed).
-    n_sweeps : int, default 50
-        Gibbs sweeps per synthetic record for the truncated latent categorical block.
+    max_tries : int, default 2000
+        Rejection proposals per synthetic record for its categorical latent block before the
+        Gibbs fallback (see :func:`draw_latent`).
+    n_sweeps : int, default 200
+        Sweeps of the Gibbs fallback.
     model_kwargs : dict, optional
         Extra keyword arguments of :func:`bayesynth.models.rank_probit_copula` (priors,
         hyperparameters, ``ordinal_threshold`` ...).
@@ -188,7 +241,8 @@ class CopulaSynthesizer:
         tune: int = 1000,
         chains: int = 2,
         random_seed: int | None = None,
-        n_sweeps: int = 50,
+        max_tries: int = 2000,
+        n_sweeps: int = 200,
         model_kwargs: dict[str, Any] | None = None,
         progressbar: bool = True,
         cores: int | None = None,
@@ -200,6 +254,7 @@ class CopulaSynthesizer:
         self.tune = tune
         self.chains = chains
         self.random_seed = random_seed
+        self.max_tries = max_tries
         self.n_sweeps = n_sweeps
         self.model_kwargs = model_kwargs
         self.progressbar = progressbar
@@ -334,7 +389,7 @@ class CopulaSynthesizer:
             pick = rng.choice(len(self.combo_probs_), size=n_rows, p=self.combo_probs_)
             codes = self.combos_[pick]
         z, codes = draw_latent(rng, alpha_full, Lam, sig, blocks, n_rows, codes=codes,
-                               n_sweeps=self.n_sweeps)
+                               max_tries=self.max_tries, n_sweeps=self.n_sweeps)
         sd = np.sqrt((Lam**2).sum(axis=1) + sig**2)
         return self._decode(z, codes, sd)
 
@@ -378,6 +433,7 @@ class CopulaSynthesizer:
                 "tune": self.tune,
                 "chains": self.chains,
                 "random_seed": self.random_seed,
+                "max_tries": self.max_tries,
                 "n_sweeps": self.n_sweeps,
             },
             "schema": self.schema_.to_dict(),
@@ -433,6 +489,7 @@ class CopulaSynthesizer:
             tune=params["tune"],
             chains=params["chains"],
             random_seed=params["random_seed"],
+            max_tries=params.get("max_tries", 2000),
             n_sweeps=params["n_sweeps"],
         )
         obj.idata_ = az.from_netcdf(str(path / "posterior.nc"), engine="h5netcdf")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pymc as pm
 import pytest
@@ -111,3 +113,33 @@ def test_bad_prior_names(mixed_df):
         bs.models.rank_probit_copula(mixed_df, n_factors=0)
     with pytest.raises(bs.errors.SchemaError, match="nu"):
         bs.models.rank_probit_copula(mixed_df, nu=-1.0)
+
+
+def test_convergence_warning_names_the_worst_between_variable_pair():
+    import arviz as az
+
+    from bayesynth.samplers.sampling import _check_convergence
+
+    names = ["g[a]", "g[b]", "x"]
+    r = np.random.default_rng(0)
+    C = np.tile(np.eye(3), (2, 50, 1, 1)) + 0.0
+    C[..., 0, 1] = C[..., 1, 0] = r.normal(size=(2, 50)) * 0.01 + np.array([[0.0], [0.5]])
+    C[..., 0, 2] = C[..., 2, 0] = r.normal(size=(2, 50)) * 0.01
+    def as_idata(C):
+        return az.from_dict(
+            posterior={"C": C, "alpha_scaled": r.normal(size=(2, 50, 2))},
+            coords={"latent": names, "latent2": names, "level": ["g[a]", "g[b]"]},
+            dims={"C": ["latent", "latent2"], "alpha_scaled": ["level"]})
+
+    idata = as_idata(C)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _check_convergence(idata)  # the only bad pair is within one variable: no warning
+    assert not [w for w in caught if "Largest R-hat" in str(w.message)]
+    C[..., 1, 2] = C[..., 2, 1] = r.normal(size=(2, 50)) * 0.01 + np.array([[0.0], [0.5]])
+    idata = as_idata(C)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _check_convergence(idata)
+    msgs = [str(w.message) for w in caught if "Largest R-hat" in str(w.message)]
+    assert len(msgs) == 1 and "C[g[b], x]" in msgs[0]

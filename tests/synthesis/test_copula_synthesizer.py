@@ -132,8 +132,10 @@ def _exact(alpha, lam, sig):
 
 
 @pytest.mark.parametrize("mode", ["model", "empirical"])
-def test_draw_latent_against_quadrature(mode, rng):
-    """One 3-level variable, one factor: level probabilities and E[z_other | level] exactly."""
+@pytest.mark.parametrize("max_tries", [2000, 0])
+def test_draw_latent_against_quadrature(mode, max_tries, rng):
+    """One 3-level variable, one factor: level probabilities and E[z_other | level] exactly,
+    for the rejection sampler and for its Gibbs fallback (max_tries=0)."""
     alpha = np.array([0.3, -0.5, -1.0, 0.0])
     lam = np.array([1.0, -0.6, 0.4, 0.8])
     sig = np.array([0.6, 0.8, 0.5, 0.7])
@@ -143,7 +145,7 @@ def test_draw_latent_against_quadrature(mode, rng):
     if mode == "empirical":
         codes = rng.choice(3, size=(n, 1), p=probs)
     z, got = draw_latent(rng, alpha, lam[:, None], sig, [np.arange(3)], n, codes=codes,
-                         n_sweeps=40)
+                         max_tries=max_tries, n_sweeps=60)
     got = got[:, 0]
     # exactly one positive level column per record, and it is the reported level
     assert np.all((z[:, :3] > 0).sum(1) == 1)
@@ -155,3 +157,26 @@ def test_draw_latent_against_quadrature(mode, rng):
         expect = alpha[3] + lam[3] * eta_mean[h]
         assert abs(zo.mean() - expect) < 4.5 * zo.std() / np.sqrt(len(zo)), (h, zo.mean(),
                                                                              expect)
+
+
+def test_draw_latent_keeps_the_copula_correlation_with_tight_levels(rng):
+    """With level columns nearly determined by the factors (small sigma), the other columns
+    must keep the model's correlation given a valid combination (a short Gibbs run from
+    eta = 0 attenuates it). Reference: plain rejection from the unconstrained model."""
+    lam = np.array([[1.5, 0.2], [-1.2, 0.9], [0.1, -1.4], [-0.3, -0.2],
+                    [0.9, 0.5], [0.8, 0.6]])
+    sig = np.array([0.15, 0.15, 0.15, 0.15, 0.4, 0.4])
+    alpha = np.array([-0.5, -0.8, -0.9, -1.5, 0.0, 0.0])
+    big = 600_000
+    eta = rng.standard_normal((big, 2))
+    zz = alpha + eta @ lam.T + sig * rng.standard_normal((big, 6))
+    valid = (zz[:, :4] > 0).sum(axis=1) == 1
+    ref = zz[valid]
+    target = np.corrcoef(ref[:, 4], ref[:, 5])[0, 1]
+    n = 30_000
+    _, codes = draw_latent(rng, alpha, lam, sig, [np.arange(4)], n)
+    z, _ = draw_latent(rng, alpha, lam, sig, [np.arange(4)], n, codes=codes)
+    r = np.corrcoef(z[:, 4], z[:, 5])[0, 1]
+    se = (1 - target**2) * np.sqrt(1 / n + 1 / len(ref))
+    assert abs(r - target) < 5 * se, (r, target)
+    np.testing.assert_allclose(z[:, 4].std(), ref[:, 4].std(), rtol=0.03)
