@@ -33,8 +33,8 @@ def _configure_pytensor_blas() -> None:
 
 _configure_pytensor_blas()
 
-from bayesynth import errors
-from bayesynth.schema import ColumnSchema, Schema, infer_schema, validate_data
+from bayesynth import errors  # noqa: E402  (after the BLAS set-up)
+from bayesynth.schema import ColumnSchema, Schema, infer_schema, validate_data  # noqa: E402
 
 try:
     __version__ = version("bayesynth")

@@ -270,6 +270,22 @@ def _is_integral(x: np.ndarray) -> bool:
     return bool(np.all(np.isfinite(x)) and np.all(x == np.round(x)))
 
 
+def _check_informative(name: str, values: pd.Series) -> np.ndarray:
+    """Distinct non-missing values; raise when there are none or only one."""
+    if len(values) == 0:
+        raise ConstantColumnError(
+            f"Column '{name}' is entirely missing. Drop it before synthesis.", column=name
+        )
+    uniques = pd.unique(values)
+    if len(uniques) == 1:
+        raise ConstantColumnError(
+            f"Column '{name}' takes the single value {_plain(uniques[0])!r}: it carries no "
+            "information to model. Drop it (and add it back as a constant after synthesis).",
+            column=name,
+        )
+    return uniques
+
+
 def _check_supported_dtype(s: pd.Series) -> None:
     if (
         pd.api.types.is_datetime64_any_dtype(s.dtype)
@@ -288,18 +304,8 @@ def _infer_one(s: pd.Series, declared: str | None) -> ColumnSchema:
     name = str(s.name)
     _check_supported_dtype(s)
     values = s.dropna()
-    if len(values) == 0:
-        raise ConstantColumnError(
-            f"Column '{name}' is entirely missing. Drop it before synthesis.", column=name
-        )
+    uniques = _check_informative(name, values)
     is_cat_dtype = isinstance(s.dtype, pd.CategoricalDtype)
-    uniques = pd.unique(values)
-    if len(uniques) == 1:
-        raise ConstantColumnError(
-            f"Column '{name}' takes the single value {_plain(uniques[0])!r}: it carries no "
-            "information to model. Drop it (and add it back as a constant after synthesis).",
-            column=name,
-        )
     dtype = str(s.dtype)
     numeric = pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype)
 
@@ -500,9 +506,7 @@ def _validate_column(s: pd.Series, col: ColumnSchema) -> None:
     _check_supported_dtype(s)
     values = s.dropna()
     if len(values) == 0:
-        raise ConstantColumnError(
-            f"Column '{name}' is entirely missing. Drop it before synthesis.", column=name
-        )
+        _check_informative(name, values)
     if col.type in NUMERIC_TYPES:
         if not pd.api.types.is_numeric_dtype(s.dtype) or pd.api.types.is_bool_dtype(s.dtype):
             raise ColumnTypeError(
@@ -524,21 +528,10 @@ def _validate_column(s: pd.Series, col: ColumnSchema) -> None:
                 f"(minimum {x.min()!r}). Declare it continuous.",
                 column=name,
             )
-        if np.unique(x).size == 1:
-            raise ConstantColumnError(
-                f"Column '{name}' takes the single value {x[0]!r}: it carries no information "
-                "to model. Drop it (and add it back as a constant after synthesis).",
-                column=name,
-            )
+        _check_informative(name, values)
         return
     assert col.levels is not None
-    uniques = pd.unique(values)
-    if len(uniques) == 1:
-        raise ConstantColumnError(
-            f"Column '{name}' takes the single value {_plain(uniques[0])!r}: it carries no "
-            "information to model. Drop it (and add it back as a constant after synthesis).",
-            column=name,
-        )
+    uniques = _check_informative(name, values)
     known = set(col.levels)
     unknown = [_plain(v) for v in uniques if _plain(v) not in known]
     if unknown:

@@ -326,10 +326,6 @@ class LatentLayout:
             z[self.k_ord_idx[starts[0]:starts[-1]], j] = np.repeat(scores, sizes)
         return z
 
-    def normal_scores(self) -> np.ndarray:
-        """Rank-based normal scores of every latent column (for choosing the number of factors)."""
-        return self.initial_z()
-
 
 def _n_observed(s: pd.Series) -> int:
     return int(s.dropna().nunique())

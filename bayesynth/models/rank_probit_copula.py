@@ -8,7 +8,6 @@ whose posterior is the paper's; :func:`bayesynth.sample` fits it with the custom
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np

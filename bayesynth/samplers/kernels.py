@@ -19,7 +19,7 @@ import math
 
 import numba
 import numpy as np
-from scipy.linalg import cho_solve, cholesky, solve_triangular
+from scipy.linalg import cholesky, solve_triangular
 
 from bayesynth.models.layout import LatentLayout
 from bayesynth.samplers.rng import new_state, normal, standard_normal
@@ -49,8 +49,8 @@ def factor_mean(alpha_full: np.ndarray, Lambda: np.ndarray, eta: np.ndarray) -> 
 
 
 @numba.njit(cache=True)
-def _z_sweep(st, sp, zT, muT, sd, lvl_cols, lvl_order, lvl_npos, ord_cols, ord_idx, grp_start, grp_off,
-             mis_idx, mis_off, scratch):  # pragma: no cover - compiled
+def _z_sweep(st, sp, zT, muT, sd, lvl_cols, lvl_order, lvl_npos, ord_cols, ord_idx, grp_start,
+             grp_off, mis_idx, mis_off, scratch):  # pragma: no cover - compiled
     n = zT.shape[1]
     inf = np.inf
     # Level columns of categorical variables: independent sign constraints, the records with

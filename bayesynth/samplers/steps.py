@@ -90,6 +90,29 @@ def _constant(graph) -> np.ndarray:
     return np.asarray(graph.eval(), dtype=float)
 
 
+def _normal_prior(model: pm.Model, name: str, step: str, *, zero_mean: bool = False):
+    """The (mu, sigma) graphs of a normal prior on ``name``; refuse any other prior."""
+    rv = model[name]
+    if not isinstance(rv.owner.op, NormalRV):
+        raise IncompatibleModelError(f"{step} needs a normal prior on '{name}'.")
+    mu, sd = _dist_params(rv)
+    if zero_mean and (not _is_constant(mu) or np.any(_constant(mu) != 0.0)):
+        raise IncompatibleModelError(f"{step} needs a zero-mean normal prior on '{name}'.")
+    return mu, sd
+
+
+def _fixed_gamma(model: pm.Model, name: str, step: str) -> tuple[np.ndarray, np.ndarray]:
+    """(shape, rate) of a gamma prior with constant parameters on ``name``."""
+    rv = model[name]
+    if not isinstance(rv.owner.op, GammaRV) or not all(
+        _is_constant(g) for g in _dist_params(rv)
+    ):
+        raise IncompatibleModelError(f"{step} needs a gamma prior with fixed parameters on "
+                                     f"'{name}'.")
+    shape, scale = (_constant(g) for g in _dist_params(rv))
+    return shape, 1.0 / scale
+
+
 class _ValueIO:
     """Read and write a free variable's value in a point (handles the log transform)."""
 
@@ -172,7 +195,7 @@ def copula_structure(model: pm.Model) -> CopulaStructure:
                 f"The copula steps need a free variable '{name}'; this model has none. Build "
                 "the model with bayesynth.models.rank_probit_copula."
             )
-    z, eta, Lambda, alpha = rvs["z"], rvs["eta"], rvs["Lambda"], rvs["alpha"]
+    z, eta = rvs["z"], rvs["eta"]
     if not isinstance(z.owner.op, NormalRV):
         raise IncompatibleModelError("The latent variable 'z' must be normal given its mean.")
     if not isinstance(eta.owner.op, NormalRV) or not all(
@@ -258,7 +281,8 @@ class CopulaGibbsStep(BlockedStep):
             all_names = {v.name for v in model.value_vars}
             if given != all_names and not given <= allowed:
                 raise IncompatibleModelError(
-                    f"{type(self).__name__} updates exactly {list(self.targets)}; got {sorted(given)}."
+                    f"{type(self).__name__} updates exactly {list(self.targets)}; "
+                    f"got {sorted(given)}."
                 )
         self.vars = value_vars
         self.rng = get_random_generator(rng)
@@ -356,12 +380,7 @@ class LoadingsGibbs(CopulaGibbsStep):
     targets = ("Lambda",)
 
     def _setup(self, model):
-        rv = model["Lambda"]
-        if not isinstance(rv.owner.op, NormalRV):
-            raise IncompatibleModelError("LoadingsGibbs needs a normal prior on 'Lambda'.")
-        mu, sd = _dist_params(rv)
-        if not _is_constant(mu) or np.any(_constant(mu) != 0.0):
-            raise IncompatibleModelError("LoadingsGibbs needs a zero-mean prior on 'Lambda'.")
+        _, sd = _normal_prior(model, "Lambda", "LoadingsGibbs", zero_mean=True)
         self._prior_sd = _compile_point_fn(model, sd)
 
     def _update(self, point):
@@ -380,27 +399,17 @@ class ShrinkageGibbs(CopulaGibbsStep):
     targets = ("phi", "delta")
 
     def _setup(self, model):
-        phi, delta, Lam = model["phi"], model["delta"], model["Lambda"]
-        for rv in (phi, delta):
-            if not isinstance(rv.owner.op, GammaRV) or not all(
-                _is_constant(g) for g in _dist_params(rv)
-            ):
-                raise IncompatibleModelError(
-                    f"ShrinkageGibbs needs a gamma prior with fixed parameters on '{rv.name}'."
-                )
-        shape, scale = (_constant(g) for g in _dist_params(phi))
-        rate = 1.0 / scale
+        shape, rate = _fixed_gamma(model, "phi", "ShrinkageGibbs")
+        d_shape, d_rate = _fixed_gamma(model, "delta", "ShrinkageGibbs")
         if np.ptp(shape) > 0 or not np.allclose(shape, rate, rtol=1e-6):
             raise IncompatibleModelError("ShrinkageGibbs needs phi ~ Gamma(nu/2, rate=nu/2).")
         self._nu = float(2.0 * np.ravel(shape)[0])
-        d_shape, d_scale = (_constant(g) for g in _dist_params(delta))
         k = self.structure.k
         self._delta_shape = np.broadcast_to(d_shape, (k,)).astype(float)
-        self._delta_rate = np.broadcast_to(1.0 / d_scale, (k,)).astype(float)
-        if not isinstance(Lam.owner.op, NormalRV):
-            raise IncompatibleModelError("ShrinkageGibbs needs a normal prior on 'Lambda'.")
+        self._delta_rate = np.broadcast_to(d_rate, (k,)).astype(float)
         # Check numerically that sd(Lambda) = 1 / sqrt(phi * cumprod(delta)).
-        sd_fn = _compile_point_fn(model, _dist_params(Lam)[1])
+        _, lam_sd = _normal_prior(model, "Lambda", "ShrinkageGibbs")
+        sd_fn = _compile_point_fn(model, lam_sd)
         rng = np.random.default_rng(7)
         test = dict(model.initial_point())
         s = self.structure
@@ -429,15 +438,10 @@ class PrecisionGibbs(CopulaGibbsStep):
     targets = ("prec",)
 
     def _setup(self, model):
-        rv = model["prec"]
-        if not isinstance(rv.owner.op, GammaRV) or not all(
-            _is_constant(g) for g in _dist_params(rv)
-        ):
-            raise IncompatibleModelError("PrecisionGibbs needs a fixed gamma prior on 'prec'.")
-        shape, scale = (_constant(g) for g in _dist_params(rv))
+        shape, rate = _fixed_gamma(model, "prec", "PrecisionGibbs")
         s = self.structure
         self._a = np.broadcast_to(shape, (s.p,)).astype(float)
-        self._b = np.broadcast_to(1.0 / scale, (s.p,)).astype(float)
+        self._b = np.broadcast_to(rate, (s.p,)).astype(float)
         test = dict(model.initial_point())
         prec_t = np.random.default_rng(3).gamma(2.0, size=s.p)
         s.io["prec"].put(test, prec_t)
@@ -458,10 +462,7 @@ class InterceptGibbs(CopulaGibbsStep):
     targets = ("alpha",)
 
     def _setup(self, model):
-        rv = model["alpha"]
-        if not isinstance(rv.owner.op, NormalRV):
-            raise IncompatibleModelError("InterceptGibbs needs a normal prior on 'alpha'.")
-        mu, sd = _dist_params(rv)
+        mu, sd = _normal_prior(model, "alpha", "InterceptGibbs")
         self._mu = _compile_point_fn(model, mu)
         self._sd = _compile_point_fn(model, sd)
 
@@ -488,30 +489,16 @@ class ColumnScaleMove(CopulaGibbsStep):
 
     def _setup(self, model):
         s = self.structure
-        prec_rv, lam = model["prec"], model["Lambda"]
-        if not isinstance(prec_rv.owner.op, GammaRV) or not all(
-            _is_constant(g) for g in _dist_params(prec_rv)
-        ):
-            raise IncompatibleModelError("ColumnScaleMove needs a fixed gamma prior on 'prec'.")
-        shape, scale = (_constant(g) for g in _dist_params(prec_rv))
+        shape, rate = _fixed_gamma(model, "prec", "ColumnScaleMove")
         self._a = np.broadcast_to(shape, (s.p,)).astype(float)
-        self._b = np.broadcast_to(1.0 / scale, (s.p,)).astype(float)
-        if not isinstance(lam.owner.op, NormalRV):
-            raise IncompatibleModelError("ColumnScaleMove needs a normal prior on 'Lambda'.")
-        mu, sd = _dist_params(lam)
-        if not _is_constant(mu) or np.any(_constant(mu) != 0.0):
-            raise IncompatibleModelError("ColumnScaleMove needs a zero-mean prior on 'Lambda'.")
-        self._lam_sd = _compile_point_fn(model, sd)
+        self._b = np.broadcast_to(rate, (s.p,)).astype(float)
+        _, lam_sd = _normal_prior(model, "Lambda", "ColumnScaleMove", zero_mean=True)
+        self._lam_sd = _compile_point_fn(model, lam_sd)
         self._alpha_sd = None
         if "alpha" in s.io:
-            a_rv = model["alpha"]
-            if not isinstance(a_rv.owner.op, NormalRV):
-                raise IncompatibleModelError("ColumnScaleMove needs a normal prior on 'alpha'.")
-            a_mu, a_sd = _dist_params(a_rv)
-            if not _is_constant(a_mu) or np.any(_constant(a_mu) != 0.0):
-                raise IncompatibleModelError("ColumnScaleMove needs a zero-mean 'alpha' prior.")
+            _, a_sd = _normal_prior(model, "alpha", "ColumnScaleMove", zero_mean=True)
             self._alpha_sd = _compile_point_fn(model, a_sd)
-            self.vars = self.vars + [model.rvs_to_values[a_rv]]
+            self.vars = self.vars + [model.rvs_to_values[model["alpha"]]]
         self._zkey = model.rvs_to_values[model["z"]].name
 
     def _update(self, point):

@@ -1,4 +1,4 @@
-"""The truncated-normal sampler against the exact CDF, far tails and one-sided intervals included."""
+"""The truncated-normal sampler against the exact CDF, far tails and one-sided intervals too."""
 
 from __future__ import annotations
 
