@@ -41,7 +41,7 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
-from bayesynth import datasets, evaluation, models, samplers, synthesis  # noqa: E402
+from bayesynth import datasets, evaluation, experiments, models, samplers, synthesis  # noqa: E402
 from bayesynth.samplers import sample  # noqa: E402
 from bayesynth.synthesis import CopulaSynthesizer  # noqa: E402
 
@@ -58,5 +58,6 @@ __all__ = [
     "synthesis",
     "evaluation",
     "datasets",
+    "experiments",
     "errors",
 ]

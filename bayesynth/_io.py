@@ -34,11 +34,18 @@ def atomic_write(path: str | os.PathLike, writer: Callable[[Path], None]) -> Pat
     tmp_path = Path(tmp)
     try:
         writer(tmp_path)
+        os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
         os.replace(tmp_path, path)
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:

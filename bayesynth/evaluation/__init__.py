@@ -1,23 +1,71 @@
-"""Utility, risk and diagnostics: pure functions over DataFrames, arrays and InferenceData."""
+"""Utility, risk and diagnostics: pure functions over DataFrames, arrays and InferenceData.
+
+Plots (:mod:`bayesynth.evaluation.plots`) draw computed results; :func:`report` writes an HTML
+page and a JSON file of every number.
+"""
 
 from bayesynth.evaluation.diagnostics import (
     ConvergenceSummary,
+    Diagnosis,
     convergence_summary,
     copula_diagnostics,
+    diagnose,
 )
-from bayesynth.evaluation.fidelity import (
+from bayesynth.evaluation.regression import (
+    CombinedEstimate,
+    RegressionComparison,
+    combine_estimates,
+    fit_regression,
+    interval_overlap,
+    regression_inference,
+    standardized_squared_error,
+)
+from bayesynth.evaluation.report import report
+from bayesynth.evaluation.risk import (
+    DistanceToClosestRecord,
+    IdentificationRisk,
+    distance_to_closest_record,
+    identification_risk,
+    identification_risk_sweep,
+    outlier_attribute_disclosure,
+)
+from bayesynth.evaluation.utility import (
+    PropensityResult,
     crosstab_comparison,
+    ecdf_distances,
     ks_distance,
     marginal_fidelity,
+    marginal_utility,
+    propensity_score_utility,
     tv_distance,
 )
 
 __all__ = [
+    "diagnose",
+    "Diagnosis",
     "copula_diagnostics",
     "convergence_summary",
     "ConvergenceSummary",
+    "ecdf_distances",
     "ks_distance",
     "tv_distance",
+    "marginal_utility",
     "marginal_fidelity",
     "crosstab_comparison",
+    "propensity_score_utility",
+    "PropensityResult",
+    "interval_overlap",
+    "standardized_squared_error",
+    "fit_regression",
+    "regression_inference",
+    "RegressionComparison",
+    "combine_estimates",
+    "CombinedEstimate",
+    "identification_risk",
+    "identification_risk_sweep",
+    "IdentificationRisk",
+    "outlier_attribute_disclosure",
+    "distance_to_closest_record",
+    "DistanceToClosestRecord",
+    "report",
 ]

@@ -204,5 +204,8 @@ def sample(
             model=model,
             **kwargs,
         )
+    declared = [v for v in IDENTIFIED_VARS if v in idata.posterior]
+    if declared:  # read by bayesynth.evaluation.diagnose
+        idata.posterior.attrs["identified_vars"] = ",".join(declared)
     _check_convergence(idata)
     return idata

@@ -1,0 +1,168 @@
+"""Plots of computed utility and risk results (matplotlib; each returns a Figure).
+
+Computing lives in :mod:`~bayesynth.evaluation.utility`, :mod:`~bayesynth.evaluation.regression`
+and :mod:`~bayesynth.evaluation.risk`; these functions only draw what those return.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "plot_marginals",
+    "plot_crosstab",
+    "plot_coefficients",
+    "plot_risk_by_radius",
+    "plot_risk_utility",
+    "boxplot_2d",
+]
+
+REAL, SYN = "#1f3b73", "#6fa8dc"
+
+
+def plot_marginals(real: pd.DataFrame, synthetic: Sequence[pd.DataFrame], *,
+                   numeric: Sequence[str] = (), columns: Sequence[str] | None = None,
+                   ncols: int = 4) -> plt.Figure:
+    """Real against synthetic marginal of each column: histograms for numbers (all synthetic
+    datasets pooled), bar charts of level shares for the rest."""
+    cols = list(real.columns if columns is None else columns)
+    nrows = int(np.ceil(len(cols) / ncols))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 2.4 * nrows), squeeze=False)
+    pooled = pd.concat(list(synthetic), ignore_index=True)
+    for ax, col in zip(axes.flat, cols):
+        if col in numeric:
+            x = real[col].dropna().to_numpy(float)
+            y = pooled[col].dropna().to_numpy(float)
+            both = np.r_[x, y]
+            if np.all(both == np.round(both)):  # integers: whole-number bins, no aliasing
+                step = max(1.0, np.ceil((both.max() - both.min() + 1) / 40))
+                bins = np.arange(both.min() - 0.5, both.max() + step + 0.5, step)
+            else:
+                bins = np.histogram_bin_edges(both, bins=30)
+            ax.hist(x, bins=bins, density=True, color=REAL, alpha=0.8, label="real")
+            ax.hist(y, bins=bins, density=True, histtype="step", color=SYN, lw=2,
+                    label="synthetic")
+        else:
+            p = real[col].astype(object).fillna("<NA>").astype(str).value_counts(normalize=True)
+            q = pooled[col].astype(object).fillna("<NA>").astype(str).value_counts(
+                normalize=True)
+            p, q = p.align(q, fill_value=0.0)
+            if isinstance(real[col].dtype, pd.CategoricalDtype):  # keep the level order
+                order = [str(c) for c in real[col].cat.categories if str(c) in p.index]
+                p = p.reindex(order + [i for i in p.index if i not in order]).iloc[:12]
+            else:
+                p = p.sort_values(ascending=False).iloc[:12]
+            q = q.reindex(p.index)
+            pos = np.arange(len(p))
+            ax.bar(pos - 0.2, p.values, 0.4, color=REAL, label="real")
+            ax.bar(pos + 0.2, q.values, 0.4, color=SYN, label="synthetic")
+            ax.set_xticks(pos, [str(v)[:10] for v in p.index], rotation=45, ha="right",
+                          fontsize=7)
+        ax.set_title(col, fontsize=9)
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[len(cols):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_crosstab(table: pd.DataFrame) -> plt.Figure:
+    """Heat maps of a cross-tabulation from :func:`~bayesynth.evaluation.crosstab_comparison`:
+    real shares, synthetic shares, and their difference."""
+    a, b = table.index.names
+    panels = [("real", "Blues"), ("synthetic", "Blues"), ("difference", "RdBu_r")]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    for ax, (col, cmap) in zip(axes, panels):
+        grid = table[col].unstack(fill_value=0.0)
+        lim = np.abs(grid.values).max() or 1.0
+        kw = {"vmin": -lim, "vmax": lim} if col == "difference" else {"vmin": 0}
+        im = ax.imshow(grid.values, cmap=cmap, aspect="auto", **kw)
+        ax.set_xticks(range(grid.shape[1]), [str(v)[:12] for v in grid.columns], rotation=45,
+                      ha="right", fontsize=7)
+        ax.set_yticks(range(grid.shape[0]), [str(v)[:14] for v in grid.index], fontsize=7)
+        for i in range(grid.shape[0]):
+            for j in range(grid.shape[1]):
+                v = grid.values[i, j]
+                dark = abs(v) > 0.6 * lim
+                ax.text(j, i, f"{v:.3f}", ha="center", va="center", fontsize=6,
+                        color="white" if dark else "black")
+        ax.set_title(f"{col}: {a} x {b}", fontsize=9)
+        fig.colorbar(im, ax=ax, fraction=0.04)
+    fig.tight_layout()
+    return fig
+
+
+def plot_coefficients(comparison, dataset: int = 0) -> plt.Figure:
+    """Estimates and intervals of the real fit beside one synthetic fit (Feldman & Kowal,
+    Figure 3), from :func:`~bayesynth.evaluation.regression_inference`."""
+    obs, syn = comparison.real, comparison.synthetic[dataset]
+    terms = list(obs.index)
+    y = np.arange(len(terms))
+    fig, ax = plt.subplots(figsize=(7, 0.35 * len(terms) + 1.5))
+    ax.hlines(y + 0.15, obs["lower"], obs["upper"], color=REAL, lw=2, label="real")
+    ax.plot(obs["estimate"], y + 0.15, "x", color=REAL)
+    ax.hlines(y - 0.15, syn["lower"], syn["upper"], color=SYN, lw=2,
+              label=f"synthetic {dataset + 1}")
+    ax.plot(syn["estimate"], y - 0.15, "x", color=SYN)
+    ax.axvline(0, color="grey", lw=0.8)
+    ax.set_yticks(y, terms, fontsize=8)
+    ax.set_xlabel("coefficient (numeric predictors standardised)")
+    m = comparison.summary.loc[dataset]
+    ax.set_title(f"mean CIO {m['mean_cio']:.3f}, mean standardised sq. error "
+                 f"{m['mean_std_sq_error']:.3f}", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_risk_by_radius(table: pd.DataFrame, best_radius: float | None = None) -> plt.Figure:
+    """File-level identification risk against the matching radius (one box per radius over the
+    synthetic datasets), from :func:`~bayesynth.evaluation.identification_risk_sweep`."""
+    radii = sorted(table["radius"].unique())
+    data = [table.loc[table["radius"] == r, "risk"].to_numpy() for r in radii]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.boxplot(data, tick_labels=[f"{100 * r:g}%" for r in radii])
+    ax.plot(range(1, len(radii) + 1), [d.mean() for d in data], "o-", color=SYN,
+            label="mean")
+    if best_radius is not None:
+        ax.set_title(f"maximising radius {100 * best_radius:g}%", fontsize=9)
+    ax.set_xlabel("radius (share of the real value)")
+    ax.set_ylabel("file-level identification risk")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def boxplot_2d(ax, x: np.ndarray, y: np.ndarray, *, color: str = SYN, label: str | None = None):
+    """Hornby & Hu's "2D boxplot": a rectangle from the first to the third quartile on both
+    axes, with whiskers from the medians to the minima and maxima."""
+    from matplotlib.patches import Rectangle
+
+    qx, qy = np.quantile(x, [0, 0.25, 0.5, 0.75, 1]), np.quantile(y, [0, 0.25, 0.5, 0.75, 1])
+    ax.add_patch(Rectangle((qx[1], qy[1]), qx[3] - qx[1], qy[3] - qy[1], fill=False,
+                           edgecolor=color, lw=2, label=label))
+    ax.plot([qx[0], qx[1]], [qy[2], qy[2]], color=color)
+    ax.plot([qx[3], qx[4]], [qy[2], qy[2]], color=color)
+    ax.plot([qx[2], qx[2]], [qy[0], qy[1]], color=color)
+    ax.plot([qx[2], qx[2]], [qy[3], qy[4]], color=color)
+
+
+def plot_risk_utility(utility: np.ndarray, risk: np.ndarray, *,
+                      utility_label: str = "pMSE (lower is better)",
+                      risk_label: str = "identification risk") -> plt.Figure:
+    """One point per synthetic dataset, utility against risk, with the 2D boxplot when m > 1."""
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    ax.scatter(utility, risk, color=REAL, zorder=3, label="synthetic datasets")
+    if len(utility) > 1:
+        boxplot_2d(ax, np.asarray(utility), np.asarray(risk), label="quartiles, min-max")
+    ax.set_xlabel(utility_label)
+    ax.set_ylabel(risk_label)
+    ax.legend(fontsize=8)
+    ax.margins(0.15)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,301 @@
+"""General utility of synthetic data: marginals, cross-tabulations, propensity scores.
+
+Every function takes the real and the synthetic table (any pandas DataFrames with the same
+columns) and returns plain numbers or a tidy DataFrame; nothing is printed and no global random
+state is used.
+
+References
+----------
+Woo, M.-J., Reiter, J. P., Oganian, A. and Karr, A. F. (2009). Global measures of data utility for
+microdata masked for disclosure limitation. *Journal of Privacy and Confidentiality*, 1(1).
+Snoke, J., Raab, G. M., Nowok, B., Dibben, C. and Slavkovic, A. (2018). General and specific
+utility measures for synthetic data. *JRSS A*, 181(3), 663-688.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "ecdf_distances",
+    "ks_distance",
+    "tv_distance",
+    "marginal_utility",
+    "marginal_fidelity",
+    "crosstab_comparison",
+    "PropensityResult",
+    "propensity_score_utility",
+    "numeric_columns",
+]
+
+DEFAULT_QUANTILES = (0.15, 0.5, 0.9)
+
+
+def _numeric(x) -> np.ndarray:
+    return np.asarray(pd.Series(x).dropna(), dtype=float)
+
+
+def ecdf_distances(real, synthetic) -> tuple[float, float]:
+    """Woo et al.'s ECDF utility of one numeric variable.
+
+    Over the pooled records x_1..x_N of both tables, with F_r and F_s the two empirical CDFs:
+
+    * max-ECDF = max_i |F_r(x_i) - F_s(x_i)| (the two-sample Kolmogorov-Smirnov statistic);
+    * avg-ECDF = (1/N) sum_i (F_r(x_i) - F_s(x_i))^2.
+
+    Missing values are ignored. Returns ``(max_ecdf, avg_ecdf)``; both are 0 for identical data.
+    """
+    x, y = _numeric(real), _numeric(synthetic)
+    if len(x) == 0 or len(y) == 0:
+        return float("nan"), float("nan")
+    pooled = np.concatenate([x, y])
+    fx = np.searchsorted(np.sort(x), pooled, side="right") / len(x)
+    fy = np.searchsorted(np.sort(y), pooled, side="right") / len(y)
+    d = fx - fy
+    return float(np.max(np.abs(d))), float(np.mean(d**2))
+
+
+def ks_distance(real, synthetic) -> float:
+    """Largest absolute difference of the empirical CDFs (max-ECDF); see :func:`ecdf_distances`."""
+    return ecdf_distances(real, synthetic)[0]
+
+
+def tv_distance(real, synthetic) -> float:
+    """Total variation distance between the level frequencies (missing counted as a level)."""
+    p = pd.Series(real).astype(object).fillna("<NA>").value_counts(normalize=True)
+    q = pd.Series(synthetic).astype(object).fillna("<NA>").value_counts(normalize=True)
+    p, q = p.align(q, fill_value=0.0)
+    return float(0.5 * np.abs(p - q).sum())
+
+
+def numeric_columns(df: pd.DataFrame, schema=None) -> list[str]:
+    """Columns treated as numbers: count/continuous in the schema, else numeric non-bool dtypes
+    with more than two distinct values."""
+    if schema is not None:
+        return [c for c in df.columns if schema[c].type in ("count", "continuous")]
+    out = []
+    for c in df.columns:
+        s = df[c]
+        if (pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)
+                and not isinstance(s.dtype, pd.CategoricalDtype) and s.nunique() > 2):
+            out.append(c)
+    return out
+
+
+def marginal_utility(
+    real: pd.DataFrame,
+    synthetic: pd.DataFrame,
+    schema=None,
+    *,
+    quantiles: Sequence[float] = DEFAULT_QUANTILES,
+) -> pd.DataFrame:
+    """Per-column comparison of the marginal distributions.
+
+    Parameters
+    ----------
+    real, synthetic : pandas.DataFrame
+    schema : bayesynth.Schema, optional
+        Column types; without it numeric columns are found from the dtypes.
+    quantiles : sequence of float, default (0.15, 0.5, 0.9)
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by column: ``kind`` ("numeric" or "categorical"), ``max_ecdf`` and ``avg_ecdf``
+        (numeric), ``tv`` (categorical), ``missing_diff`` (synthetic minus real share missing),
+        and for numeric columns ``q15_real``, ``q15_synthetic`` ... for each quantile.
+    """
+    num = set(numeric_columns(real, schema))
+    rows = []
+    for col in real.columns:
+        row: dict = {"column": col,
+                     "missing_diff": float(synthetic[col].isna().mean() - real[col].isna().mean())}
+        if col in num:
+            row["kind"] = "numeric"
+            row["max_ecdf"], row["avg_ecdf"] = ecdf_distances(real[col], synthetic[col])
+            xr, xs = _numeric(real[col]), _numeric(synthetic[col])
+            for q in quantiles:
+                tag = f"q{round(100 * q):02d}"
+                row[f"{tag}_real"] = float(np.quantile(xr, q)) if len(xr) else np.nan
+                row[f"{tag}_synthetic"] = float(np.quantile(xs, q)) if len(xs) else np.nan
+        else:
+            row["kind"] = "categorical"
+            row["tv"] = tv_distance(real[col], synthetic[col])
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("column")
+
+
+def marginal_fidelity(real: pd.DataFrame, synthetic: pd.DataFrame, schema=None) -> pd.DataFrame:
+    """One distance per column: max-ECDF (``ks``) for numbers, total variation (``tv``) for levels.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by column, with ``type``, ``metric``, ``distance`` and ``missing_diff``.
+    """
+    mu = marginal_utility(real, synthetic, schema, quantiles=())
+    out = pd.DataFrame({
+        "type": [schema[c].type if schema is not None else str(real[c].dtype) for c in mu.index],
+        "metric": np.where(mu["kind"] == "numeric", "ks", "tv"),
+        "distance": np.where(mu["kind"] == "numeric", mu.get("max_ecdf"), mu.get("tv")),
+        "missing_diff": mu["missing_diff"],
+    }, index=mu.index)
+    out["distance"] = out["distance"].astype(float)
+    return out
+
+
+def crosstab_comparison(
+    real: pd.DataFrame, synthetic: pd.DataFrame, columns: Sequence[str]
+) -> tuple[pd.DataFrame, float]:
+    """Joint relative frequencies of two level columns, real beside synthetic.
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        One row per cell (MultiIndex of the two columns' levels) with ``real``, ``synthetic``
+        and ``difference`` (synthetic minus real).
+    max_abs_diff : float
+        The largest absolute cell difference.
+    """
+    if len(columns) != 2:
+        raise ValueError(f"crosstab_comparison takes two columns; got {list(columns)}.")
+    a, b = columns
+
+    def freq(df: pd.DataFrame) -> pd.Series:
+        keys = [df[a].astype(object).fillna("<NA>"), df[b].astype(object).fillna("<NA>")]
+        return pd.Series(1.0, index=pd.MultiIndex.from_arrays(keys)).groupby(
+            level=[0, 1]).sum() / len(df)
+
+    r, s = freq(real).align(freq(synthetic), fill_value=0.0)
+    table = pd.DataFrame({"real": r, "synthetic": s})
+    table["difference"] = table["synthetic"] - table["real"]
+    table.index.names = [a, b]
+    return table, float(table["difference"].abs().max())
+
+
+# ----------------------------------------------------------------------------- propensity
+
+
+class PropensityResult(NamedTuple):
+    """Propensity-score utility of one synthetic dataset.
+
+    Attributes
+    ----------
+    pmse : float
+        mean_i (p_i - c)^2 over the stacked records.
+    s_pmse : float
+        pMSE divided by its expectation when real and synthetic come from one distribution.
+    null_pmse : float
+        That expectation (closed form for logistic regression, permutation mean for CART).
+    c : float
+        Share of synthetic records among the stacked ones.
+    n_params : int
+        Parameters of the logistic model including the intercept (0 for CART).
+    """
+
+    pmse: float
+    s_pmse: float
+    null_pmse: float
+    c: float
+    n_params: int
+
+
+def _design(real: pd.DataFrame, synthetic: pd.DataFrame, columns, schema) -> np.ndarray:
+    """Stacked feature matrix: numeric columns standardised (+ a missing indicator where
+    needed), level columns one-hot with missing as a level (first level dropped)."""
+    both = pd.concat([real[columns], synthetic[columns]], ignore_index=True)
+    num = set(numeric_columns(real[columns], schema))
+    parts = []
+    for c in columns:
+        s = both[c]
+        if c in num:
+            x = s.astype(float)
+            miss = x.isna()
+            x = x.fillna(x.median())
+            sd = x.std()
+            parts.append(((x - x.mean()) / (sd if sd > 0 else 1.0)).to_numpy()[:, None])
+            if miss.any():
+                parts.append(miss.to_numpy(float)[:, None])
+        else:
+            d = pd.get_dummies(s.astype(object).fillna("<NA>").astype(str), drop_first=True)
+            if d.shape[1]:
+                parts.append(d.to_numpy(float))
+    return np.hstack(parts) if parts else np.zeros((len(both), 0))
+
+
+def propensity_score_utility(
+    real: pd.DataFrame,
+    synthetic: pd.DataFrame,
+    *,
+    columns: Sequence[str] | None = None,
+    method: str = "logit",
+    schema=None,
+    n_permutations: int = 20,
+    min_samples_leaf: int = 5,
+    random_state: int | np.random.Generator | None = None,
+) -> PropensityResult:
+    """pMSE and its standardised ratio (Woo et al. 2009; Snoke et al. 2018).
+
+    Real and synthetic records are stacked (N in all, a share c synthetic) and a classifier
+    predicts membership; ``pMSE = mean_i (p_i - c)^2``.
+
+    * ``method="logit"``: logistic regression on main effects (numeric columns standardised,
+      level columns one-hot). Its null expectation, when the two tables come from the same
+      distribution, is ``(k - 1) c (1 - c) / N`` with k parameters including the intercept:
+      to first order the fitted propensities are ``c + c(1 - c) x_i' b`` with
+      ``b ~ N(0, (c(1 - c) X'X)^-1)``, so ``sum_i (p_i - c)^2`` has mean ``c(1 - c)(k - 1)``.
+      (Snoke et al. 2018 print ``(k - 1)(1 - c)^2 c / N``, which is not symmetric under
+      swapping the two labels and is half the simulated null mean at c = 1/2;
+      ``tests/evaluation/test_utility.py`` checks ours by simulation.)
+    * ``method="logit_interactions"``: adds all two-way products of the features.
+    * ``method="cart"``: a classification tree (leaves of at least ``min_samples_leaf`` records);
+      the null expectation is the mean pMSE over ``n_permutations`` random relabellings.
+
+    ``s_pmse = pMSE / null``: about 1 for synthetic data indistinguishable from the real.
+
+    Returns
+    -------
+    PropensityResult
+    """
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import PolynomialFeatures
+    from sklearn.tree import DecisionTreeClassifier
+
+    if method not in ("logit", "logit_interactions", "cart"):
+        raise ValueError(f"method must be 'logit', 'logit_interactions' or 'cart'; got {method!r}.")
+    columns = list(real.columns if columns is None else columns)
+    X = _design(real, synthetic, columns, schema)
+    y = np.r_[np.zeros(len(real)), np.ones(len(synthetic))]
+    N = len(y)
+    c = len(synthetic) / N
+    rng = np.random.default_rng(random_state)
+    if method == "logit_interactions" and X.shape[1] > 1:
+        X = PolynomialFeatures(2, interaction_only=True, include_bias=False).fit_transform(X)
+        keep = X.std(axis=0) > 0
+        X = X[:, keep]
+
+    def fit_predict(labels: np.ndarray) -> np.ndarray:
+        if method == "cart":
+            tree = DecisionTreeClassifier(min_samples_leaf=min_samples_leaf,
+                                          random_state=int(rng.integers(2**31)))
+            return tree.fit(X, labels).predict_proba(X)[:, 1]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # separation on tiny tables
+            model = LogisticRegression(penalty=None, max_iter=2000)
+            return model.fit(X, labels).predict_proba(X)[:, 1]
+
+    pmse = float(np.mean((fit_predict(y) - c) ** 2))
+    if method == "cart":
+        null = float(np.mean([np.mean((fit_predict(rng.permutation(y)) - c) ** 2)
+                              for _ in range(int(n_permutations))]))
+        k = 0
+    else:
+        k = X.shape[1] + 1
+        null = (k - 1) * c * (1 - c) / N
+    return PropensityResult(pmse=pmse, s_pmse=pmse / null if null > 0 else float("nan"),
+                            null_pmse=null, c=c, n_params=k)

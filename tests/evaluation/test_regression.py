@@ -1,0 +1,86 @@
+"""Regression inference, interval overlap and combining rules."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bayesynth.evaluation import (
+    combine_estimates,
+    fit_regression,
+    interval_overlap,
+    regression_inference,
+    standardized_squared_error,
+)
+
+
+def test_cio_hand_computed():
+    assert interval_overlap(0, 1, 0, 1) == 1.0
+    assert interval_overlap(0, 1, 2, 3) == -1.0  # disjoint: negative
+    assert interval_overlap(0, 1, 1, 2) == 0.0  # touching
+    assert interval_overlap(0, 2, 1, 3) == 0.5
+    assert interval_overlap(0, 4, 1, 2) == pytest.approx(0.5 * (1 / 4 + 1))
+    assert standardized_squared_error(1.0, 0.5, 2.0) == 4.0
+
+
+def test_combining_rules_worked_example():
+    q, v = [1.0, 1.2, 0.8], [0.04, 0.05, 0.03]
+    # qbar = 1, b = 0.04, vbar = 0.04
+    r = combine_estimates(q, v, rule="reiter2003")
+    assert r.estimate == pytest.approx(1.0)
+    assert r.variance == pytest.approx((1 + 1 / 3) * 0.04 - 0.04)
+    assert r.df == pytest.approx(2 * (1 - 0.04 / ((1 + 1 / 3) * 0.04)) ** 2)
+    s = combine_estimates(q, v, rule="raab2016")
+    assert s.variance == pytest.approx(0.04 * (1 / 3 + 1))
+    one = combine_estimates([2.0], [0.09], rule="raab2016")
+    assert one.variance == pytest.approx(2 * 0.09)
+    assert one.upper - one.estimate == pytest.approx(1.959964 * np.sqrt(0.18), rel=1e-5)
+    half = combine_estimates([2.0], [0.09], rule="raab2016", n=1000, n_syn=500)
+    assert half.variance == pytest.approx(0.09 * 1.5)
+    # Reiter's T_f <= 0 falls back to (n_syn/n) vbar
+    neg = combine_estimates([1.0, 1.01], [0.04, 0.04], rule="reiter2003")
+    assert neg.variance == pytest.approx(0.04) and np.isinf(neg.df)
+    with pytest.raises(ValueError, match="two"):
+        combine_estimates([1.0], [0.1], rule="reiter2003")
+
+
+def _data(rng, n, b2=0.5):
+    x1, x2 = rng.normal(size=n), rng.normal(size=n) * 3 + 1
+    g = rng.choice(["u", "v", "w"], size=n)
+    y = 1.0 + 2.0 * x1 + b2 * x2 + 0.8 * (g == "v") + 0.5 * x1 * x2 + rng.normal(size=n)
+    return pd.DataFrame({"y": y, "x1": x1, "x2": x2, "g": g})
+
+
+def test_ols_recovers_and_same_data_overlaps_fully(rng):
+    df = _data(rng, 2000)
+    tab, _ = fit_regression(df, "y ~ x1 + x2 + g + x1:x2")
+    # x2 is standardised (sd 3): its coefficient is b2 * sd(x2)
+    assert tab.loc["x2", "estimate"] == pytest.approx(0.5 * df["x2"].std(), abs=0.1)
+    comp = regression_inference(df, [df, df], "y ~ x1 + x2 + g + x1:x2")
+    np.testing.assert_allclose(comp.per_coefficient["cio"], 1.0)
+    np.testing.assert_allclose(comp.per_coefficient["std_sq_error"], 0.0, atol=1e-20)
+    assert comp.mean_cio == pytest.approx(1.0)
+
+
+def test_different_data_lower_overlap(rng):
+    real = _data(rng, 1500)
+    fake = _data(rng, 1500, b2=-0.5)
+    comp = regression_inference(real, fake, "y ~ x1 + x2 + g")
+    row = comp.per_coefficient.set_index("term").loc["x2"]
+    assert row["cio"] < 0 and row["std_sq_error"] > 100
+    # a synthetic dataset lacking a level still gets the real design
+    comp2 = regression_inference(real, real[real["g"] != "w"], "y ~ x1 + g")
+    assert list(comp2.synthetic[0].index) == list(comp2.real.index)
+
+
+@pytest.mark.slow
+def test_bayes_horseshoe_close_to_ols(rng):
+    df = _data(rng, 400)
+    ols, _ = fit_regression(df, "y ~ x1 + x2 + g")
+    bay, _ = fit_regression(df, "y ~ x1 + x2 + g", method="bayes", draws=500, tune=500,
+                            random_seed=1)
+    assert list(bay.index) == list(ols.index)
+    # strong signals are barely shrunk by the horseshoe
+    assert bay.loc["x1", "estimate"] == pytest.approx(ols.loc["x1", "estimate"], abs=0.15)
+    assert (bay["upper"] > bay["lower"]).all()
