@@ -43,7 +43,11 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 
 from bayesynth import datasets, evaluation, experiments, models, samplers, synthesis  # noqa: E402
 from bayesynth.samplers import sample  # noqa: E402
-from bayesynth.synthesis import CopulaSynthesizer  # noqa: E402
+from bayesynth.synthesis import (  # noqa: E402
+    CartSynthesizer,
+    CopulaSynthesizer,
+    RankLikelihoodSynthesizer,
+)
 
 __all__ = [
     "__version__",
@@ -53,6 +57,8 @@ __all__ = [
     "validate_data",
     "sample",
     "CopulaSynthesizer",
+    "RankLikelihoodSynthesizer",
+    "CartSynthesizer",
     "models",
     "samplers",
     "synthesis",

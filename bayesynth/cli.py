@@ -94,6 +94,8 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
         chains=args.chains,
         random_seed=args.seed,
         progressbar=not args.quiet,
+        targets=_split(args.targets),
+        bart_m=args.bart_trees,
     )
     syn.fit(df)
     seed = None if args.seed is None else args.seed + 1
@@ -223,6 +225,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--n-factors", type=int, default=None, help="number of factors")
     s.add_argument("--categorical", choices=("empirical", "model"), default="empirical",
                    help="how categorical combinations are drawn (default empirical)")
+    s.add_argument("--targets", help="comma-separated key outcomes to synthesise with BART "
+                   "rank regressions (Feldman & Kowal, section 5)")
+    s.add_argument("--bart-trees", type=int, default=200, help="trees per BART target")
     s.add_argument("--seed", type=int, default=None, help="random seed (reproducible output)")
     s.add_argument("--save-model", help="also save the fitted synthesizer to this directory")
     s.add_argument("--overwrite", action="store_true", help="replace existing output files")

@@ -96,7 +96,7 @@ def run_replicates(
     params = [dict(zip(names, points[p])) for p, _ in tasks]
     outcomes: list[tuple[str, Any] | None] = [None] * len(tasks)
 
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     bar = tqdm(total=len(tasks), desc="replicates", disable=not progressbar)
     if client == "serial":

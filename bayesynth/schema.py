@@ -181,6 +181,9 @@ class Schema(Mapping[str, ColumnSchema]):
                 column=name,
             ) from None
 
+    def __contains__(self, name: object) -> bool:
+        return name in self._columns
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._columns)
 

@@ -73,3 +73,12 @@ def test_demo_small(tmp_path, capsys):
     assert "marginal fidelity" in out and "cross-tab" in out
     assert (tmp_path / "demo" / "synthetic_2.csv").exists()
     assert (tmp_path / "demo" / "model" / "posterior.nc").exists()
+
+
+def test_synthesize_with_bart_targets(csv, tmp_path):
+    out = tmp_path / "t.csv"
+    assert main(["synthesize", str(csv), "-o", str(out), "--draws", "20", "--chains", "1",
+                 "--seed", "2", "--n-factors", "2", "--targets", "visits", "--bart-trees", "10",
+                 "--quiet"]) == 0
+    syn = pd.read_csv(out)
+    assert syn["visits"].notna().all() and (syn["visits"] >= 0).all()

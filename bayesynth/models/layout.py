@@ -22,6 +22,7 @@ The layout also holds the flat index arrays that the compiled z-step kernel walk
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +38,8 @@ __all__ = [
     "LatentLayout",
     "MISSING_LEVEL",
     "same_variable_level_pairs",
+    "register_layout",
+    "registered_layout",
 ]
 
 MISSING_LEVEL = "<NA>"
@@ -348,3 +351,17 @@ def same_variable_level_pairs(latent_names: list[str], level_names: list[str]) -
         for j in range(p):
             out[i, j] = i != j and owner[i] is not None and owner[i] == owner[j]
     return out
+
+
+_REGISTERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def register_layout(model, layout: LatentLayout) -> None:
+    """Attach a layout to a model whose latent data are not a free variable (see
+    :func:`bayesynth.models.bart_rank_regression`)."""
+    _REGISTERED[model] = layout
+
+
+def registered_layout(model) -> LatentLayout | None:
+    """The layout attached by :func:`register_layout`, if any."""
+    return _REGISTERED.get(model)

@@ -18,7 +18,7 @@ from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 
 from bayesynth.errors import SchemaError
-from bayesynth.models.layout import LatentLayout
+from bayesynth.models.layout import LatentLayout, registered_layout
 from bayesynth.schema import Schema, infer_schema, validate_data
 
 __all__ = [
@@ -83,6 +83,9 @@ def get_layout(model: pm.Model) -> LatentLayout:
     for pot in model.potentials:
         if pot.owner is not None and isinstance(pot.owner.op, RankProbitConstraint):
             return pot.owner.op.layout
+    layout = registered_layout(model)
+    if layout is not None:
+        return layout
     raise IncompatibleModelError(
         "This model has no rank-probit constraint (pm.Potential of RankProbitConstraint). "
         "Build it with bayesynth.models.rank_probit_copula."

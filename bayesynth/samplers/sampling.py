@@ -17,6 +17,7 @@ from threadpoolctl import threadpool_limits
 
 from bayesynth.errors import IncompatibleModelError
 from bayesynth.models.layout import same_variable_level_pairs
+from bayesynth.samplers.bart_steps import bart_steps, has_bart
 from bayesynth.samplers.steps import COPULA_STEPS, CopulaGibbsStep, FactorScoresGibbs
 
 __all__ = ["sample", "assign_copula_steps", "IDENTIFIED_VARS", "LATENT_VARS"]
@@ -118,6 +119,7 @@ def sample(
     step: Any = None,
     collapse_levels: bool = False,
     blas_threads: int | None = 1,
+    pgbart_kwargs: dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> az.InferenceData:
     """Sample a copula model with the bayesynth Gibbs steps.
@@ -156,6 +158,10 @@ def sample(
         paper's two-variable simulation), but not on the 26-variable child-health table, where
         it is slower per iteration and mixes no better (``benchmarks/README.md``). ``False``
         runs the paper's plain Gibbs block.
+    pgbart_kwargs : dict, optional
+        For BART models: keyword arguments of pymc-bart's PGBART (``num_particles``,
+        ``batch``: the share of trees updated per iteration during and after tuning, default
+        (0.1, 0.1); ``(1.0, 1.0)`` updates every tree each iteration, as the paper's dbarts does).
     blas_threads : int or None, default 1
         BLAS threads per process while sampling. The products here are tall and skinny (n by k);
         more threads make them slower and oversubscribe the cores when chains run in parallel
@@ -184,7 +190,13 @@ def sample(
     True
     """
     model = modelcontext(model)
-    steps: list[Any] = list(assign_copula_steps(model, collapse_levels=collapse_levels))
+    if has_bart(model):
+        # BART rank regression: seeded PGBART + latent/precision Gibbs. Chains run one after
+        # the other so that pymc-bart's stored trees follow the (chain, draw) order of the trace.
+        steps: list[Any] = bart_steps(model, random_seed=random_seed, **(pgbart_kwargs or {}))
+        cores = 1
+    else:
+        steps = list(assign_copula_steps(model, collapse_levels=collapse_levels))
     if step is not None:
         steps.extend(step if isinstance(step, list | tuple) else [step])
     kwargs.setdefault("compute_convergence_checks", False)

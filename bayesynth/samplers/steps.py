@@ -136,7 +136,7 @@ class _ValueIO:
         return np.exp(v) if self.log else v
 
     def put(self, point: dict[str, np.ndarray], x: np.ndarray) -> None:
-        point[self.key] = np.log(x) if self.log else x
+        point[self.key] = np.asarray(np.log(x) if self.log else x, dtype=float)
 
 
 @dataclass

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from typing import Any
 import arviz as az
 import numpy as np
 import pandas as pd
+import xarray as xr
 from scipy.special import log_ndtr, ndtr
 
 from bayesynth._io import atomic_write_dir
@@ -47,6 +49,7 @@ from bayesynth.synthesis.marginals import (
     SmoothMarginal,
     marginal_from_dict,
 )
+from bayesynth.synthesis.targeted import TARGET_DRAWS, TargetModel, fit_target
 
 __all__ = ["CopulaSynthesizer", "draw_latent", "CATEGORICAL_MODES"]
 
@@ -211,11 +214,31 @@ class CopulaSynthesizer:
     progressbar : bool, default True
     cores : int, optional
         Processes for parallel chains.
+    targets : sequence of str, optional
+        Key outcomes to synthesise by BART rank-likelihood regressions instead of the copula
+        (Feldman & Kowal 2022, section 5). They are left out of the copula; each is regressed on
+        the copula's columns and on the targets before it, so that the targets' mutual
+        dependence survives. Targets must be ordered columns without missing values.
+    target_draw : {"proper", "posterior_mean"}, default "proper"
+        ``"proper"``: each synthetic dataset uses one posterior draw of each target's f and
+        sigma, like the copula part (proper synthesis; the default, so that combining rules
+        apply to every column). ``"posterior_mean"``: the posterior mean of f and sigma for
+        every dataset, the paper's choice ("simplifies and stabilizes the data synthesis").
+    bart_m : int, default 200
+        Trees per target.
+    bart_draws, bart_tune : int, optional
+        MCMC settings of the target fits (default: ``draws`` and ``tune``).
+    max_target_draws : int, default 200
+        Posterior draws kept per target (evenly spaced).
+    pgbart_kwargs : dict, optional
+        Passed to pymc-bart's PGBART (e.g. ``{"batch": (1.0, 1.0)}``).
 
     Attributes
     ----------
     idata_ : arviz.InferenceData
-        The posterior, set by :meth:`fit`.
+        The copula posterior, set by :meth:`fit`.
+    target_idata_ : dict
+        The BART fits' traces, by target.
     schema_ : Schema
     n_rows_ : int
         Rows of the training table (the default size of synthetic tables).
@@ -246,6 +269,13 @@ class CopulaSynthesizer:
         model_kwargs: dict[str, Any] | None = None,
         progressbar: bool = True,
         cores: int | None = None,
+        targets: Sequence[str] = (),
+        target_draw: str = "proper",
+        bart_m: int = 200,
+        bart_draws: int | None = None,
+        bart_tune: int | None = None,
+        max_target_draws: int = 200,
+        pgbart_kwargs: dict[str, Any] | None = None,
     ):
         self.schema = schema
         self.n_factors = n_factors
@@ -259,6 +289,13 @@ class CopulaSynthesizer:
         self.model_kwargs = model_kwargs
         self.progressbar = progressbar
         self.cores = cores
+        self.targets = targets
+        self.target_draw = target_draw
+        self.bart_m = bart_m
+        self.bart_draws = bart_draws
+        self.bart_tune = bart_tune
+        self.max_target_draws = max_target_draws
+        self.pgbart_kwargs = pgbart_kwargs
 
     # ---------------------------------------------------------------------------------- fit
 
@@ -266,6 +303,10 @@ class CopulaSynthesizer:
         if self.categorical not in CATEGORICAL_MODES:
             raise SchemaError(
                 f"categorical must be one of {CATEGORICAL_MODES}; got {self.categorical!r}."
+            )
+        if self.target_draw not in TARGET_DRAWS:
+            raise SchemaError(
+                f"target_draw must be one of {TARGET_DRAWS}; got {self.target_draw!r}."
             )
 
     def fit(self, df: pd.DataFrame) -> CopulaSynthesizer:
@@ -279,7 +320,18 @@ class CopulaSynthesizer:
         self._check_params()
         schema = self.schema if self.schema is not None else infer_schema(df)
         validate_data(df, schema)
-        model = rank_probit_copula(df, schema, n_factors=self.n_factors,
+        targets = [self.targets] if isinstance(self.targets, str) else list(self.targets)
+        for t in targets:
+            if t not in schema:
+                raise SchemaError(f"target '{t}' is not a column of the table.", column=t)
+            if schema[t].type == "categorical":
+                raise SchemaError(f"target '{t}' is unordered categorical; BART targeting needs "
+                                  "an ordered column.", column=t)
+        copula_cols = [c for c in schema.names if c not in targets]
+        if not copula_cols:
+            raise SchemaError("Every column is a target; leave at least one in the copula.")
+        cschema = Schema([schema[c] for c in copula_cols])
+        model = rank_probit_copula(df[copula_cols], cschema, n_factors=self.n_factors,
                                    **(self.model_kwargs or {}))
         layout = get_layout(model)
         idata = bs_sample(model, draws=self.draws, tune=self.tune, chains=self.chains,
@@ -288,7 +340,19 @@ class CopulaSynthesizer:
         self.idata_ = idata
         self.schema_ = schema
         self.n_rows_ = len(df)
-        self._set_decoder(layout, df, schema)
+        self._set_decoder(layout, df[copula_cols], cschema)
+        self.targets_: list[TargetModel] = []
+        self.target_idata_ = {}
+        seeds = np.random.SeedSequence(self.random_seed).generate_state(len(targets) + 1)
+        for j, t in enumerate(targets):
+            tm, tid = fit_target(
+                df, schema, t, copula_cols + targets[:j], m=self.bart_m,
+                draws=self.bart_draws or self.draws, tune=self.bart_tune or self.tune,
+                chains=self.chains, random_seed=int(seeds[j + 1]),
+                max_draws=self.max_target_draws, progressbar=self.progressbar,
+                pgbart_kwargs=self.pgbart_kwargs)
+            self.targets_.append(tm)
+            self.target_idata_[t] = tid
         return self
 
     def _set_decoder(self, layout: LatentLayout, df: pd.DataFrame, schema: Schema) -> None:
@@ -391,7 +455,14 @@ class CopulaSynthesizer:
         z, codes = draw_latent(rng, alpha_full, Lam, sig, blocks, n_rows, codes=codes,
                                max_tries=self.max_tries, n_sweeps=self.n_sweeps)
         sd = np.sqrt((Lam**2).sum(axis=1) + sig**2)
-        return self._decode(z, codes, sd)
+        frame = self._decode(z, codes, sd)
+        for tm in getattr(self, "targets_", []):
+            vals = tm.synthesize(rng, frame, self.target_draw)
+            col = self.schema_[tm.name]
+            if col.type in ("binary", "ordinal"):
+                vals = np.array(col.levels, dtype=object)[vals.astype(np.int64)]
+            frame[tm.name] = _restore(vals, col)
+        return frame[self.schema_.names]
 
     def _decode(self, z: np.ndarray, codes: np.ndarray, sd: np.ndarray) -> pd.DataFrame:
         cols: dict[str, Any] = {}
@@ -412,7 +483,7 @@ class CopulaSynthesizer:
                 y = np.array(col.levels, dtype=object)[y.astype(np.int64)]
             cols[o.name] = y
         out = {}
-        for name in self.schema_.names:
+        for name in [n for n in self.schema_.names if n in cols]:
             v = cols[name]
             if name in missing:
                 v = np.array(v, dtype=object if v.dtype == object else float)
@@ -435,6 +506,8 @@ class CopulaSynthesizer:
                 "random_seed": self.random_seed,
                 "max_tries": self.max_tries,
                 "n_sweeps": self.n_sweeps,
+                "target_draw": self.target_draw,
+                "bart_m": self.bart_m,
             },
             "schema": self.schema_.to_dict(),
             "n_rows": self.n_rows_,
@@ -446,6 +519,9 @@ class CopulaSynthesizer:
             "marginals": {k: v.to_dict() for k, v in self.marginals_.items()},
             "combos": self.combos_.tolist(),
             "combo_probs": self.combo_probs_.tolist(),
+            "targets": [{"name": tm.name, "design": tm.design.to_dict(),
+                         "marginal": tm.marginal.to_dict()}
+                        for tm in getattr(self, "targets_", [])],
         }
 
     def save(self, path: str | os.PathLike) -> Path:
@@ -466,6 +542,8 @@ class CopulaSynthesizer:
 
         def write(tmp: Path) -> None:
             self.idata_.to_netcdf(str(tmp / "posterior.nc"), engine="h5netcdf")
+            for j, tm in enumerate(getattr(self, "targets_", [])):
+                tm.to_dataset().to_netcdf(tmp / f"target_{j}.nc", engine="h5netcdf")
             (tmp / "synthesizer.json").write_text(json.dumps(state, indent=1))
 
         return atomic_write_dir(path, write)
@@ -504,6 +582,13 @@ class CopulaSynthesizer:
         obj.combos_ = np.asarray(state["combos"], dtype=np.int64).reshape(
             len(state["combo_probs"]), -1)
         obj.combo_probs_ = np.asarray(state["combo_probs"], float)
+        obj.targets_ = []
+        for j, t in enumerate(state.get("targets", [])):
+            with xr.open_dataset(path / f"target_{j}.nc", engine="h5netcdf") as ds:
+                obj.targets_.append(TargetModel.from_parts(
+                    t["name"], t["design"], marginal_from_dict(t["marginal"]), ds.load()))
+        obj.targets = [t.name for t in obj.targets_]
+        obj.target_draw = params.get("target_draw", "proper")
         return obj
 
 

@@ -1,0 +1,184 @@
+"""BART rank-likelihood regression for key outcomes (Feldman & Kowal 2022, section 5).
+
+Latent ``z_i = f(x_i) + eps_i``, ``eps_i ~ N(0, sigma^2)``, f a sum of regression trees
+(pymc-bart's BART), and ``z`` obeys the rank likelihood of the observed response: its order
+follows the order of ``y`` and ties share a level. Observed values are recovered by
+``y_i = F_hat^-1(Phi((z_i - m) / s))`` with the response's empirical CDF and the latent mean and
+standard deviation (m, s).
+
+PyMC detail: pymc-bart's particle sampler weighs trees by the model's *observed* log-likelihood,
+so the latent ``z`` is a data container (``pm.Data("z", ...)``) observed by
+``z_obs ~ N(f, sigma)``; the rank-likelihood step of :mod:`bayesynth.samplers.bart_steps`
+redraws it in place each iteration with the copula's truncated-normal kernel. The rank
+constraints are registered with the model (:func:`~bayesynth.models.layout.register_layout`)
+rather than added as a potential, which pymc-bart would evaluate for every particle.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pymc as pm
+import pytensor.tensor as pt
+
+from bayesynth.errors import SchemaError
+from bayesynth.models.layout import LatentLayout, register_layout
+from bayesynth.schema import Schema, encode_levels, infer_schema, validate_data
+
+__all__ = ["bart_rank_regression", "BartDesign", "training_matrix"]
+
+
+@dataclass(frozen=True)
+class BartDesign:
+    """How a table's predictors become BART's covariate matrix.
+
+    Attributes
+    ----------
+    predictors : tuple of str
+        Source columns, in order.
+    kinds : tuple of str
+        ``"numeric"`` (values as they are; NaN allowed) or ``"categorical"`` (integer codes of
+        the schema levels, split by pymc-bart's one-hot rule: one level against the rest).
+    levels : tuple
+        The schema levels of each categorical predictor (``None`` for numeric ones).
+    """
+
+    predictors: tuple[str, ...]
+    kinds: tuple[str, ...]
+    levels: tuple
+
+    @classmethod
+    def from_schema(cls, schema: Schema, predictors: Sequence[str]) -> BartDesign:
+        kinds, levels = [], []
+        for p in predictors:
+            col = schema[p]
+            if col.type in ("categorical", "ordinal", "binary"):
+                kinds.append("categorical" if col.type == "categorical" else "ordered")
+                levels.append(tuple(col.levels))
+            else:
+                kinds.append("numeric")
+                levels.append(None)
+        return cls(tuple(predictors), tuple(kinds), tuple(levels))
+
+    def matrix(self, df: pd.DataFrame) -> np.ndarray:
+        """The covariate matrix of ``df`` (levels as codes, ordered ones by their rank)."""
+        out = np.empty((len(df), len(self.predictors)))
+        for j, (p, kind, lev) in enumerate(zip(self.predictors, self.kinds, self.levels)):
+            if kind == "numeric":
+                out[:, j] = df[p].to_numpy(dtype=float, na_value=np.nan)
+            else:
+                from bayesynth.schema import ColumnSchema
+
+                codes = encode_levels(df[p], ColumnSchema(p, "ordinal", lev)).astype(float)
+                codes[codes < 0] = np.nan
+                out[:, j] = codes
+        return out
+
+    def split_rules(self) -> list:
+        import pymc_bart as pmb
+
+        return [pmb.OneHotSplitRule if k == "categorical" else pmb.ContinuousSplitRule
+                for k in self.kinds]
+
+    def to_dict(self) -> dict:
+        return {"predictors": list(self.predictors), "kinds": list(self.kinds),
+                "levels": [list(v) if v is not None else None for v in self.levels]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> BartDesign:
+        return cls(tuple(d["predictors"]), tuple(d["kinds"]),
+                   tuple(tuple(v) if v is not None else None for v in d["levels"]))
+
+
+def bart_rank_regression(
+    data: pd.DataFrame,
+    response: str,
+    predictors: Sequence[str],
+    schema: Schema | None = None,
+    *,
+    m: int = 200,
+    alpha: float = 0.95,
+    beta: float = 2.0,
+    a_sigma: float = 1.0,
+    b_sigma: float = 0.3,
+) -> pm.Model:
+    """Build the BART rank-likelihood regression of ``response`` on ``predictors``.
+
+    Parameters
+    ----------
+    data : pandas.DataFrame
+        The table (not modified). Rows with a missing response are left out of the fit.
+    response : str
+        An ordered column (binary, ordinal, count or continuous).
+    predictors : sequence of str
+        Any columns; categorical ones enter BART as integer codes split one level against the
+        rest (pymc-bart's ``OneHotSplitRule``), ordinal and binary ones by their rank, numeric
+        ones as they are (missing values allowed).
+    schema : Schema, optional
+        Inferred when omitted.
+    m : int, default 200
+        Number of trees.
+    alpha, beta : float
+        Tree-depth prior of Chipman et al. (2010): a node at depth d splits with probability
+        ``alpha (1 + d)^-beta``.
+    a_sigma, b_sigma : float
+        Shape and rate of the Gamma prior on ``prec = sigma^-2`` (conjugate: a Gibbs step).
+
+    Returns
+    -------
+    pymc.Model
+        Data ``z`` (record), the BART variable ``f`` (record), ``prec`` and ``sigma``, and the
+        observed ``z_obs``. The covariates are :func:`training_matrix` of the model.
+
+    References
+    ----------
+    Feldman & Kowal (2022), section 5; Chipman, George & McCulloch (2010), BART, *Annals of
+    Applied Statistics* 4(1); Quiroga et al. (2022), pymc-bart.
+    """
+    import pymc_bart as pmb
+
+    schema = infer_schema(data) if schema is None else schema
+    validate_data(data, schema)
+    predictors = list(predictors)
+    if response not in schema:
+        raise SchemaError(f"response '{response}' is not a column of the table.",
+                          column=response)
+    if schema[response].type == "categorical":
+        raise SchemaError(
+            f"response '{response}' is unordered categorical; the rank likelihood needs an "
+            "ordered response (binary, ordinal, count or continuous).", column=response)
+    bad = [p for p in predictors if p not in schema or p == response]
+    if bad or not predictors:
+        raise SchemaError(f"predictors must be other columns of the table; got {bad or '[]'}.")
+    keep = data[response].notna().to_numpy()
+    df = data.loc[keep]
+    layout = LatentLayout.from_data(df[[response]], Schema([schema[response]]),
+                                    ordinal_threshold=0)
+    design = BartDesign.from_schema(schema, predictors)
+    X = design.matrix(df)
+    z0 = layout.initial_z()[:, 0].copy()
+    coords = {"record": np.arange(len(df)), "predictor": predictors}
+    with pm.Model(coords=coords) as model:
+        z = pm.Data("z", z0, dims="record")
+        # X is a plain array: pymc-bart handles missing covariates, pm.Data does not.
+        f = pmb.BART("f", X=X.copy(), Y=z0, m=m, alpha=alpha, beta=beta,
+                     split_rules=design.split_rules(), dims="record")
+        prec = pm.Gamma("prec", alpha=a_sigma, beta=b_sigma, initval=1.0)
+        sigma = pm.Deterministic("sigma", 1.0 / pt.sqrt(prec))
+        pm.Normal("z_obs", mu=f, sigma=sigma, observed=z, dims="record")
+    register_layout(model, layout)
+    _TRAINING_X[model] = X
+    return model
+
+
+_TRAINING_X: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def training_matrix(model: pm.Model) -> np.ndarray:
+    """The covariate matrix a BART rank regression was built with (before pymc-bart's jitter of
+    tied values, which it applies to its own copy)."""
+    return _TRAINING_X[model]

@@ -1,0 +1,134 @@
+"""Step methods for the BART rank-likelihood regression.
+
+* :class:`RankRegressionGibbs` draws the latent data ``z`` (a data container the BART likelihood
+  observes) from its truncated normals under the rank constraints, then the residual precision
+  from its gamma full conditional.
+* :class:`SeededPGBART` is pymc-bart's particle Gibbs sampler, seeded per chain: PGBART draws from
+  NumPy's global random state, so without this two chains (or two runs) with the same
+  ``random_seed`` would not give the same draws.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pymc as pm
+import pymc_bart as pmb
+from pymc.model import modelcontext
+from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
+from pymc.step_methods.state import dataclass_state
+from pymc.util import get_random_generator
+from pymc_bart.bart import BARTRV
+
+from bayesynth.errors import IncompatibleModelError
+from bayesynth.models.layout import registered_layout
+from bayesynth.samplers.kernels import draw_z
+from bayesynth.samplers.steps import _fixed_gamma, _ValueIO
+
+__all__ = ["RankRegressionGibbs", "SeededPGBART", "has_bart", "bart_steps"]
+
+
+def has_bart(model: pm.Model) -> bool:
+    """Whether ``model`` has a pymc-bart BART variable."""
+    return any(isinstance(rv.owner.op, BARTRV) for rv in model.free_RVs)
+
+
+@numba.njit
+def _seed_numba(seed):  # pragma: no cover - compiled
+    np.random.seed(seed)
+
+
+class SeededPGBART(pmb.PGBART):
+    """pymc-bart's PGBART, with NumPy's (and numba's) global random state seeded per chain
+    from the chain's generator, so that ``random_seed`` makes BART runs reproducible."""
+
+    def set_rng(self, rng):  # noqa: D102
+        super().set_rng(rng)
+        seed = int(get_random_generator(rng).integers(2**32 - 1))
+        np.random.seed(seed)
+        _seed_numba(seed)
+
+    def reset_tuning(self):
+        """Tune again at the start of the next chain (PGBART keeps trees only after tuning;
+        without this, a second chain run in the same process stores its burn-in too)."""
+        self.tune = True
+
+
+@dataclass_state
+class RankRegressionState(StepMethodState):
+    tune: bool = True
+
+
+class RankRegressionGibbs(BlockedStep):
+    """Latent data and residual precision of the BART rank-likelihood regression.
+
+    Updates the data container ``z`` (n,) by one sweep of truncated normals given ``f`` and
+    ``sigma`` (rank constraints of the response), then ``prec`` ~ Gamma(a + n/2, b + SSE/2).
+
+    Parameters
+    ----------
+    vars : list, optional
+        ``[prec]`` (the default).
+    model : pymc.Model, optional
+    rng : RandomGenerator, optional
+    """
+
+    name = "rank_regression_gibbs"
+    default_blocked = True
+    stats_dtypes_shapes = {"tune": (bool, [])}
+    _state_class = RankRegressionState
+
+    def __init__(self, vars=None, *, model=None, rng=None, blocked: bool = True):
+        model = modelcontext(model)
+        self.layout = registered_layout(model)
+        if self.layout is None or "z" not in model.named_vars or "f" not in model.named_vars:
+            raise IncompatibleModelError(
+                "RankRegressionGibbs needs a model built by bayesynth.models.bart_rank_regression."
+            )
+        self._z = model["z"]  # the shared data container
+        # Each run starts from the normal scores of the ranks, whatever an earlier run left.
+        self._z.set_value(self.layout.initial_z()[:, 0].copy())
+        self._f_key = model.rvs_to_values[model["f"]].name
+        prec = model["prec"]
+        self._prec = _ValueIO(model, prec)
+        shape, rate = _fixed_gamma(model, "prec", "RankRegressionGibbs")
+        self._a, self._b = float(np.ravel(shape)[0]), float(np.ravel(rate)[0])
+        self.vars = [model.rvs_to_values[prec]]
+        self.rng = get_random_generator(rng)
+        self.tune = True
+
+    def step(self, point):  # noqa: D102
+        new = dict(point)
+        f = np.asarray(point[self._f_key], dtype=float).ravel()
+        sd = float(self._prec.get(point)) ** -0.5
+        z = np.asarray(self._z.get_value(), dtype=float)[:, None]
+        z = draw_z(self.rng, z, f[:, None], np.array([sd]), self.layout)[:, 0]
+        self._z.set_value(z)
+        resid = z - f
+        n = len(z)
+        prec = self.rng.gamma(self._a + 0.5 * n, 1.0 / (self._b + 0.5 * resid @ resid))
+        self._prec.put(new, np.asarray(prec))
+        return new, [{"tune": self.tune}]
+
+    @staticmethod
+    def competence(var, has_grad):  # noqa: D102
+        return Competence.INCOMPATIBLE
+
+
+def bart_steps(model: pm.Model, random_seed=None, **pgbart_kwargs) -> list:
+    """The step methods of a BART rank-likelihood model: seeded PGBART, then the latent data
+    and precision. Trees stored by an earlier run of the same model are discarded, and NumPy's
+    global state is seeded from ``random_seed`` before PGBART is built (it jitters tied
+    covariate values with it)."""
+    from bayesynth.models.bart_rank import training_matrix
+
+    op = model["f"].owner.op
+    del op.all_trees[:]
+    # PGBART jitters tied covariate values in place: give every run a pristine copy.
+    op.X = training_matrix(model).copy()
+    if random_seed is not None and not isinstance(random_seed, np.random.Generator):
+        seed = int(np.random.SeedSequence(random_seed).generate_state(1)[0])
+        np.random.seed(seed)
+        _seed_numba(seed)
+    return [SeededPGBART([model["f"]], model=model, **pgbart_kwargs),
+            RankRegressionGibbs(model=model)]
