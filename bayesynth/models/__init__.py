@@ -1,5 +1,6 @@
 """Model factories: each returns a :class:`pymc.Model` with named coords and dims."""
 
+from bayesynth.models import pseudo_posterior
 from bayesynth.models.bart_rank import BartDesign, bart_rank_regression
 from bayesynth.models.layout import LatentLayout
 from bayesynth.models.rank_probit_copula import (
@@ -10,6 +11,7 @@ from bayesynth.models.rank_probit_copula import (
 )
 
 __all__ = [
+    "pseudo_posterior",
     "rank_probit_copula",
     "bart_rank_regression",
     "BartDesign",

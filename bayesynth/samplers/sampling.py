@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import multiprocessing
 import os
 import warnings
 from collections.abc import Sequence
@@ -66,6 +67,16 @@ def assign_copula_steps(
     return steps
 
 
+def _is_copula(model: pm.Model) -> bool:
+    from bayesynth.models.rank_probit_copula import get_layout
+
+    try:
+        get_layout(model)
+    except IncompatibleModelError:
+        return False
+    return True
+
+
 def _trace_names(model: pm.Model, keep_latent: bool) -> list[str]:
     names = []
     for var in list(model.free_RVs) + list(model.deterministics):
@@ -122,13 +133,16 @@ def sample(
     pgbart_kwargs: dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> az.InferenceData:
-    """Sample a copula model with the bayesynth Gibbs steps.
+    """Sample a bayesynth model: the copula and BART models with their own steps, others by PyMC.
 
-    Every block of the rank-probit copula model that has a conjugate full conditional gets its
+    For the rank-probit copula, every block that has a conjugate full conditional gets its
     custom step (:mod:`bayesynth.samplers.steps`); any variable left over (a prior a user replaced
     with a non-conjugate one, or a variable a user added) goes to PyMC's own step assignment
-    (NUTS for continuous variables). Initial values come from the model (a principal-component
-    fit), without jitter, so the latent data start inside the constraint set.
+    (NUTS for continuous variables). Initial values come from the model, without jitter, so the
+    latent data start inside the constraint set. BART rank regressions get a seeded PGBART and
+    the latent-data step (chains one after the other). Any other model (for example the pseudo
+    posterior base models) is sampled by PyMC's default steps, with the BLAS and parallel-chain
+    settings below.
 
     Parameters
     ----------
@@ -195,13 +209,18 @@ def sample(
         # the other so that pymc-bart's stored trees follow the (chain, draw) order of the trace.
         steps: list[Any] = bart_steps(model, random_seed=random_seed, **(pgbart_kwargs or {}))
         cores = 1
-    else:
+    elif _is_copula(model):
         steps = list(assign_copula_steps(model, collapse_levels=collapse_levels))
+    else:
+        steps = []  # any other model: PyMC's own step assignment (NUTS for continuous)
     if step is not None:
         steps.extend(step if isinstance(step, list | tuple) else [step])
     kwargs.setdefault("compute_convergence_checks", False)
-    kwargs.setdefault("init", "adapt_diag")
+    if steps:  # no jitter: the latent data must start inside the constraint set
+        kwargs.setdefault("init", "adapt_diag")
     kwargs["cores"] = cores if cores is not None else max(1, min(chains, os.cpu_count() or 1))
+    if multiprocessing.current_process().daemon:
+        kwargs["cores"] = 1  # inside a dask (or other daemonic) worker: no child processes
     limit = (threadpool_limits(limits=blas_threads, user_api="blas")
              if blas_threads is not None else contextlib.nullcontext())
     with limit:
@@ -209,7 +228,7 @@ def sample(
             draws=draws,
             tune=tune,
             chains=chains,
-            step=steps,
+            step=steps or None,
             random_seed=random_seed,
             var_names=_trace_names(model, keep_latent),
             progressbar=progressbar,

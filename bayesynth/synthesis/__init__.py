@@ -4,11 +4,29 @@ from bayesynth.synthesis.bart_forest import BartForest
 from bayesynth.synthesis.baselines import CartSynthesizer, RankLikelihoodSynthesizer
 from bayesynth.synthesis.copula import CATEGORICAL_MODES, CopulaSynthesizer, draw_latent
 from bayesynth.synthesis.marginals import DiscreteMarginal, SmoothMarginal
+from bayesynth.synthesis.pseudo_posterior import (
+    MECHANISMS,
+    PerturbedHistogramSynthesizer,
+    PseudoPosteriorSynthesizer,
+    WeightCalibration,
+    calibrate_weights,
+    fit_mechanisms,
+    lipschitz_bound,
+    privacy_weights,
+)
 
 __all__ = [
     "CopulaSynthesizer",
     "RankLikelihoodSynthesizer",
     "CartSynthesizer",
+    "PseudoPosteriorSynthesizer",
+    "PerturbedHistogramSynthesizer",
+    "WeightCalibration",
+    "calibrate_weights",
+    "fit_mechanisms",
+    "lipschitz_bound",
+    "privacy_weights",
+    "MECHANISMS",
     "BartForest",
     "draw_latent",
     "CATEGORICAL_MODES",
