@@ -4,6 +4,14 @@ Plots (:mod:`bayesynth.evaluation.plots`) draw computed results; :func:`report` 
 page and a JSON file of every number.
 """
 
+from bayesynth.evaluation.counts import (
+    SaturatedTuning,
+    loglinear_utility,
+    paired_counts,
+    tau_metrics,
+    tune_saturated,
+    within_p_shares,
+)
 from bayesynth.evaluation.diagnostics import (
     ConvergenceSummary,
     Diagnosis,
@@ -68,4 +76,10 @@ __all__ = [
     "distance_to_closest_record",
     "DistanceToClosestRecord",
     "report",
+    "tau_metrics",
+    "within_p_shares",
+    "loglinear_utility",
+    "paired_counts",
+    "tune_saturated",
+    "SaturatedTuning",
 ]

@@ -19,6 +19,9 @@ __all__ = [
     "plot_risk_by_radius",
     "plot_risk_utility",
     "boxplot_2d",
+    "plot_count_privacy_utility",
+    "plot_tau_by_sigma",
+    "plot_count_comparison",
 ]
 
 REAL, SYN = "#1f3b73", "#6fa8dc"
@@ -164,5 +167,84 @@ def plot_risk_utility(utility: np.ndarray, risk: np.ndarray, *,
     ax.set_ylabel(risk_label)
     ax.legend(fontsize=8)
     ax.margins(0.15)
+    fig.tight_layout()
+    return fig
+
+
+# --------------------------------------------------------------- saturated count synthesis
+
+_FAMILY_STYLE = {"poisson": ("k", "o"), "nbi": (REAL, "s"), "pig": ("#c0504d", "^"),
+                 "dpo": ("#4f9a4f", "D")}
+
+
+def plot_count_privacy_utility(results: pd.DataFrame) -> plt.Figure:
+    """Jackson et al.'s Figure 6: privacy ``1 - tau_4(1)`` against utility (mean
+    confidence-interval overlap), one point per synthetic table.
+
+    ``results`` has columns ``family``, ``sigma``, ``mean_cio`` and ``tau4``, and optionally
+    ``alpha``. The original data sit at (1, 0); points further from the origin are better.
+    """
+    fig, ax = plt.subplots(figsize=(5.5, 4.5))
+    for family, rows in results.groupby("family", sort=False):
+        color, marker = _FAMILY_STYLE.get(str(family), (SYN, "o"))
+        ax.scatter(rows["mean_cio"], 1 - rows["tau4"], color=color, marker=marker,
+                   label=str(family).upper(), zorder=3)
+        for _, r in rows.iterrows():
+            text = f"σ={r['sigma']:g}" + (f", α={r['alpha']:g}" if r.get("alpha", 0) else "")
+            ax.annotate(text, (r["mean_cio"], 1 - r["tau4"]), fontsize=7,
+                        xytext=(3, 3), textcoords="offset points")
+    ax.scatter([1], [0], color="0.5", marker="*", s=90, label="original data", zorder=3)
+    ax.set_xlim(0, 1.05)
+    ax.set_ylim(-0.02, 1)
+    ax.set_xlabel("utility: mean confidence-interval overlap")
+    ax.set_ylabel("privacy: 1 - tau_4(1)")
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    return fig
+
+
+def plot_tau_by_sigma(grid: pd.DataFrame, *, metric: str = "tau4") -> plt.Figure:
+    """Jackson et al.'s Figure 1: expected tau_4(1) against sigma (log scale), one line per
+    family and alpha. ``grid`` has columns ``family``, ``sigma``, ``alpha`` and ``metric``."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for (family, alpha), rows in grid.groupby(["family", "alpha"], sort=False):
+        rows = rows[rows["sigma"] > 0].sort_values("sigma")
+        color, marker = _FAMILY_STYLE.get(str(family), (SYN, "o"))
+        style = "-" if alpha == 0 else "--"
+        ax.plot(rows["sigma"], rows[metric], style, color=color, marker=marker, ms=3,
+                label=f"{str(family).upper()}, α={alpha:g}")
+    ax.set_xscale("log")
+    ax.set_xlabel("sigma")
+    ax.set_ylabel(f"expected {metric[:3]}_{metric[3:]}(1)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_count_comparison(pairs: pd.DataFrame, *, max_points: int = 20_000,
+                          random_seed: int = 0) -> plt.Figure:
+    """Jackson et al.'s Figures 2 and 3 for one synthetic table: synthetic against original
+    counts (log-log, with the 45-degree line) and the percentage difference against the
+    original count (the funnel). ``pairs`` has columns ``original`` and ``synthetic`` for the
+    cells non-zero in the original (see :func:`~bayesynth.evaluation.counts.paired_counts`);
+    a random subset of ``max_points`` is drawn."""
+    pairs = pairs[pairs["original"] > 0]
+    if len(pairs) > max_points:
+        pairs = pairs.sample(max_points, random_state=random_seed)
+    o = pairs["original"].to_numpy(float)
+    s = pairs["synthetic"].to_numpy(float)
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+    a1.scatter(o, s + 1, s=3, alpha=0.3, color=REAL)
+    top = max(o.max(), s.max()) + 1
+    a1.plot([1, top], [1, top], color="0.4", lw=1)
+    a1.set_xscale("log")
+    a1.set_yscale("log")
+    a1.set_xlabel("original count")
+    a1.set_ylabel("synthetic count + 1")
+    a2.scatter(o, 100 * (s - o) / o, s=3, alpha=0.3, color=REAL)
+    a2.axhline(0, color="0.4", lw=1)
+    a2.set_xscale("log")
+    a2.set_xlabel("original count")
+    a2.set_ylabel("% difference (synthetic - original)")
     fig.tight_layout()
     return fig

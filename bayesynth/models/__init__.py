@@ -9,6 +9,15 @@ from bayesynth.models.rank_probit_copula import (
     get_layout,
     rank_probit_copula,
 )
+from bayesynth.models.saturated_counts import (
+    SparseTable,
+    StructuralZeros,
+    expected_tau,
+    expected_within,
+    microdata_to_table,
+    saturated_count_model,
+    table_to_microdata,
+)
 
 __all__ = [
     "pseudo_posterior",
@@ -19,4 +28,11 @@ __all__ = [
     "LatentLayout",
     "get_layout",
     "choose_n_factors",
+    "saturated_count_model",
+    "SparseTable",
+    "StructuralZeros",
+    "microdata_to_table",
+    "table_to_microdata",
+    "expected_tau",
+    "expected_within",
 ]

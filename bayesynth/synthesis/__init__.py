@@ -14,6 +14,7 @@ from bayesynth.synthesis.pseudo_posterior import (
     lipschitz_bound,
     privacy_weights,
 )
+from bayesynth.synthesis.saturated import synthesize_dense, synthesize_table
 
 __all__ = [
     "CopulaSynthesizer",
@@ -32,4 +33,6 @@ __all__ = [
     "CATEGORICAL_MODES",
     "DiscreteMarginal",
     "SmoothMarginal",
+    "synthesize_table",
+    "synthesize_dense",
 ]
