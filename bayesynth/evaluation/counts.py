@@ -17,7 +17,12 @@ from scipy import stats
 
 from bayesynth.errors import SchemaError
 from bayesynth.evaluation.regression import combine_estimates, interval_overlap
-from bayesynth.models.saturated_counts import SparseTable, expected_tau, expected_within
+from bayesynth.models.saturated_counts import (
+    SparseTable,
+    expected_tau,
+    expected_within,
+    unique_sorted,
+)
 
 __all__ = [
     "tau_metrics",
@@ -33,7 +38,7 @@ __all__ = [
 def _paired(original: SparseTable, synthetic: SparseTable) -> tuple[np.ndarray, np.ndarray, int]:
     """Counts of both tables on the union of their non-zero cells, and the number of
     non-structural cells zero in both."""
-    union = np.union1d(original.index, synthetic.index)
+    union = unique_sorted(np.concatenate([original.index, synthetic.index]))
     o = np.zeros(len(union), dtype=np.int64)
     s = np.zeros(len(union), dtype=np.int64)
     o[np.searchsorted(union, original.index)] = original.counts
@@ -45,7 +50,7 @@ def _paired(original: SparseTable, synthetic: SparseTable) -> tuple[np.ndarray, 
 def paired_counts(original: SparseTable, synthetic: SparseTable) -> pd.DataFrame:
     """Original and synthetic counts of every cell non-zero in either table (cells zero in both
     are left out), with the cell's linear ``index``."""
-    union = np.union1d(original.index, synthetic.index)
+    union = unique_sorted(np.concatenate([original.index, synthetic.index]))
     o, s, _ = _paired(original, synthetic)
     return pd.DataFrame({"index": union, "original": o, "synthetic": s})
 

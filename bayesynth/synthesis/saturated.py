@@ -14,6 +14,7 @@ from bayesynth.models.saturated_counts import (
     SparseTable,
     count_pmf,
     draw_counts,
+    unique_sorted,
     validate_parameters,
 )
 
@@ -41,7 +42,7 @@ def _random_zero_cells(rng: np.random.Generator, table: SparseTable, need: int) 
     while len(got) < need:
         # a uniform cell is a random zero not yet taken with probability (Z - got) / K
         m = min(int((need - len(got)) * K / (Z - len(got)) * 1.1) + 64, 20_000_000)
-        cand = np.unique(rng.integers(0, K, size=m, dtype=np.int64))
+        cand = unique_sorted(rng.integers(0, K, size=m, dtype=np.int64))
         pos = np.searchsorted(table.index, cand)
         pos = np.minimum(pos, max(len(table.index) - 1, 0))
         is_nonzero = (table.index[pos] == cand) if len(table.index) else np.zeros(len(cand),
@@ -49,7 +50,7 @@ def _random_zero_cells(rng: np.random.Generator, table: SparseTable, need: int) 
         cand = cand[~is_nonzero]
         if table.structural.blocks:
             cand = cand[~table.structural.mask_codes(table.names, table.codes(cand))]
-        got = np.union1d(got, cand)
+        got = unique_sorted(np.concatenate([got, cand]))
     if len(got) > need:
         got = np.sort(rng.choice(got, size=need, replace=False))
     return got
