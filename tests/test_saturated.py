@@ -163,6 +163,17 @@ def test_expected_within_agrees_with_simulation(medium, family, sigma):
     assert np.all(np.abs(mean - exp.to_numpy()) < 5 * se + 1e-12)
 
 
+def test_within_share_over_either_table_counts_fake_cells_as_misses(small):
+    syn = synthesize_table(small, alpha=0.5, random_seed=3)
+    o = small.to_dense().reshape(-1)
+    s_ = syn.to_dense().reshape(-1)
+    either = (o > 0) | (s_ > 0)
+    hit = (np.abs(s_ - o) <= 0.1 * o) & (o > 0)
+    w = within_p_shares(small, syn, ps=(10,))
+    assert w.loc[10, "either"] == pytest.approx(hit.sum() / either.sum())
+    assert w.loc[10, "nonzero"] == pytest.approx(hit.sum() / (o > 0).sum())
+
+
 def test_identical_tables_give_perfect_tau_and_shares(medium):
     tau = tau_metrics(medium, medium)
     assert np.allclose(tau.loc[[1, 2], ["tau3", "tau4"]], 1.0)
@@ -389,6 +400,10 @@ def test_loglinear_utility_overlap():
     noisy = loglinear_utility(t, synthesize_table(t, family="nbi", sigma=10.0, random_seed=0),
                               ["sex", "age", "language"])
     assert noisy.attrs["mean_cio"] < res.attrs["mean_cio"]
+    reused = loglinear_utility(t, syn, ["sex", "age", "language"], reference=noisy)
+    pd.testing.assert_frame_equal(reused, res)
+    with pytest.raises(SchemaError, match="other parameters"):
+        loglinear_utility(t, syn, ["sex", "age"], reference=noisy)
 
 
 def test_simulated_school_census_has_the_escsub_shape():

@@ -641,8 +641,10 @@ def expected_tau(table: SparseTable, *, family: str = "poisson", sigma: float = 
 def expected_within(table: SparseTable, *, family: str = "poisson", sigma: float = 0.0,
                     alpha: float = 0.0, ps: Sequence[float] = (0.5, 1, 5, 10, 50)
                     ) -> pd.DataFrame:
-    """Expected share of cells whose synthetic count is within p% of the original, over all
-    non-structural cells and over the non-zero ones (a zero is "within" only if it stays 0)."""
+    """Expected share of cells whose synthetic count is within p% of the original: over all
+    non-structural cells (``all``; a zero is "within" only if it stays 0), over the original
+    non-zero cells (``nonzero``) and over the cells non-zero in either table (``either``, a
+    ratio of expectations: random zeros made non-zero count as misses)."""
     validate_parameters(family, sigma, alpha)
     sizes, n_j = _size_distribution(table)
     rows = []
@@ -650,6 +652,9 @@ def expected_within(table: SparseTable, *, family: str = "poisson", sigma: float
         lo = np.ceil(sizes * (1 - p / 100) - 1e-9).astype(np.int64)
         hi = np.floor(sizes * (1 + p / 100) + 1e-9).astype(np.int64)
         hit = _interval_probabilities(family, sigma, alpha, sizes, lo, hi)
+        kept = (n_j[1:] * hit[1:]).sum()
+        fake = n_j[0] * (1.0 - hit[0])  # random zeros that become non-zero
         rows.append({"p": p, "all": float((n_j * hit).sum() / n_j.sum()),
-                     "nonzero": float((n_j[1:] * hit[1:]).sum() / n_j[1:].sum())})
+                     "nonzero": float(kept / n_j[1:].sum()),
+                     "either": float(kept / (n_j[1:].sum() + fake))})
     return pd.DataFrame(rows).set_index("p")
