@@ -41,7 +41,15 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
-from bayesynth import datasets, evaluation, experiments, models, samplers, synthesis  # noqa: E402
+from bayesynth import (  # noqa: E402
+    datasets,
+    evaluation,
+    experiments,
+    models,
+    privacy,
+    samplers,
+    synthesis,
+)
 from bayesynth.samplers import sample  # noqa: E402
 from bayesynth.synthesis import (  # noqa: E402
     CartSynthesizer,
@@ -59,6 +67,7 @@ __all__ = [
     "CopulaSynthesizer",
     "RankLikelihoodSynthesizer",
     "CartSynthesizer",
+    "privacy",
     "models",
     "samplers",
     "synthesis",

@@ -2,6 +2,7 @@
 
 from bayesynth.models import pseudo_posterior
 from bayesynth.models.bart_rank import BartDesign, bart_rank_regression
+from bayesynth.models.latent_class_dp import latent_class_dp_model
 from bayesynth.models.layout import LatentLayout
 from bayesynth.models.rank_probit_copula import (
     RankProbitConstraint,
@@ -20,6 +21,7 @@ from bayesynth.models.saturated_counts import (
 )
 
 __all__ = [
+    "latent_class_dp_model",
     "pseudo_posterior",
     "rank_probit_copula",
     "bart_rank_regression",

@@ -17,8 +17,10 @@ from pymc.model import modelcontext
 from threadpoolctl import threadpool_limits
 
 from bayesynth.errors import IncompatibleModelError
+from bayesynth.models.latent_class_dp import latent_class_spec
 from bayesynth.models.layout import same_variable_level_pairs
 from bayesynth.samplers.bart_steps import bart_steps, has_bart
+from bayesynth.samplers.latent_class import latent_class_steps
 from bayesynth.samplers.steps import COPULA_STEPS, CopulaGibbsStep, FactorScoresGibbs
 
 __all__ = ["sample", "assign_copula_steps", "IDENTIFIED_VARS", "LATENT_VARS"]
@@ -140,7 +142,9 @@ def sample(
     with a non-conjugate one, or a variable a user added) goes to PyMC's own step assignment
     (NUTS for continuous variables). Initial values come from the model, without jitter, so the
     latent data start inside the constraint set. BART rank regressions get a seeded PGBART and
-    the latent-data step (chains one after the other). Any other model (for example the pseudo
+    the latent-data step (chains one after the other). Latent class models for private counts
+    get the count moves and the data-augmentation Gibbs step
+    (:mod:`bayesynth.samplers.latent_class`). Any other model (for example the pseudo
     posterior base models) is sampled by PyMC's default steps, with the BLAS and parallel-chain
     settings below.
 
@@ -211,6 +215,8 @@ def sample(
         cores = 1
     elif _is_copula(model):
         steps = list(assign_copula_steps(model, collapse_levels=collapse_levels))
+    elif latent_class_spec(model) is not None:
+        steps = latent_class_steps(model)
     else:
         steps = []  # any other model: PyMC's own step assignment (NUTS for continuous)
     if step is not None:

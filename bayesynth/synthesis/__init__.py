@@ -3,6 +3,13 @@
 from bayesynth.synthesis.bart_forest import BartForest
 from bayesynth.synthesis.baselines import CartSynthesizer, RankLikelihoodSynthesizer
 from bayesynth.synthesis.copula import CATEGORICAL_MODES, CopulaSynthesizer, draw_latent
+from bayesynth.synthesis.latent_class import (
+    combine_marginal_estimates,
+    full_table_probabilities,
+    marginal_probabilities,
+    probability_summary,
+    synthesize_latent_class,
+)
 from bayesynth.synthesis.marginals import DiscreteMarginal, SmoothMarginal
 from bayesynth.synthesis.pseudo_posterior import (
     MECHANISMS,
@@ -17,6 +24,11 @@ from bayesynth.synthesis.pseudo_posterior import (
 from bayesynth.synthesis.saturated import synthesize_dense, synthesize_table
 
 __all__ = [
+    "combine_marginal_estimates",
+    "full_table_probabilities",
+    "marginal_probabilities",
+    "probability_summary",
+    "synthesize_latent_class",
     "CopulaSynthesizer",
     "RankLikelihoodSynthesizer",
     "CartSynthesizer",

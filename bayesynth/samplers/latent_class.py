@@ -1,0 +1,239 @@
+"""Step methods for :func:`bayesynth.models.latent_class_dp.latent_class_dp_model`.
+
+* :class:`TrueCountsMetropolis`: random-walk moves on each table's true counts that keep the
+  total at n: pick an ordered pair of cells (a, b) and a step s uniform on 1..S, move s records
+  from b to a. The proposal is symmetric, so the acceptance probability is the ratio of
+  ``Multinomial(M | n, P) x prod geometric(noisy - M)`` (exact; compiled with numba). S follows
+  the smaller of the noise scale and the multinomial scale of the table.
+* :class:`LatentClassGibbs`: data augmentation. Given the true counts, each cell's records are
+  allocated to classes, ``Multinomial(M_c, w)`` with ``w_h ~ pi_h prod_j psi_j[h, c_j]``; the
+  full conditionals are then conjugate: ``v_h ~ Beta(1 + N_h, alpha + sum_{l>h} N_l)`` and
+  ``psi_j[h] ~ Dirichlet(a + L_j[h])`` with N and L the allocated class and level counts summed
+  over the tables (the composite likelihood treats each table as n records of its own).
+
+The public R code (BayesLCM) updates pi by a Metropolis step; Gibbs needs no tuning and mixes
+better. A slow reference for checking: ``pm.sample(step=[TrueCountsMetropolis(model=m)])``
+lets PyMC's NUTS update ``v`` and ``psi`` with the same count moves.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import field
+
+import numba
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+from pymc.model import modelcontext
+from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
+from pymc.step_methods.state import dataclass_state
+from pymc.util import get_random_generator
+
+from bayesynth.errors import IncompatibleModelError
+from bayesynth.models.latent_class_dp import latent_class_spec
+
+__all__ = ["TrueCountsMetropolis", "LatentClassGibbs", "latent_class_steps", "count_moves"]
+
+
+@numba.njit(cache=True)
+def count_moves(M, logP, noisy, log_q, a_idx, b_idx, steps, log_u):  # pragma: no cover - jit
+    """Metropolis moves of s records from cell b to cell a; returns the number accepted."""
+    accepted = 0
+    for i in range(len(a_idx)):
+        a = a_idx[i]
+        b = b_idx[i]
+        s = steps[i]
+        ma = M[a]
+        mb = M[b]
+        if mb < s:
+            continue
+        d = (math.lgamma(ma + 1.0) + math.lgamma(mb + 1.0) - math.lgamma(ma + s + 1.0)
+             - math.lgamma(mb - s + 1.0) + s * (logP[a] - logP[b])
+             + log_q * (abs(noisy[a] - ma - s) - abs(noisy[a] - ma)
+                        + abs(noisy[b] - mb + s) - abs(noisy[b] - mb)))
+        if log_u[i] < d:
+            M[a] = ma + s
+            M[b] = mb - s
+            accepted += 1
+    return accepted
+
+
+@dataclass_state
+class LatentClassState(StepMethodState):
+    tune: bool = field(default=True)
+
+
+class _LatentClassStep(BlockedStep):
+    name = "latent_class"
+    default_blocked = True
+    stats_dtypes_shapes = {"tune": (bool, []), "accept_rate": (float, [])}
+    _state_class = LatentClassState
+
+    def __init__(self, vars=None, *, model=None, rng=None, blocked: bool = True):
+        model = modelcontext(model)
+        self.spec = latent_class_spec(model)
+        if self.spec is None:
+            raise IncompatibleModelError(
+                f"{type(self).__name__} needs a model from latent_class_dp_model.")
+        self.rng = get_random_generator(rng)
+        self.tune = True
+        self.vars = [model.rvs_to_values[model[name]] for name in self._targets(model)]
+        self._setup(model)
+
+    def _targets(self, model) -> list[str]:
+        raise NotImplementedError
+
+    def _setup(self, model) -> None:
+        # cell probabilities of every table (and pi, psi) from a point
+        spec = self.spec
+        outs = [model["pi"]] + [model[f"psi_{v}"] for v in spec.variables] + [
+            model[f"P_t{i}"] for i in range(len(spec.tables))]
+        names = (["v"] if spec.k > 1 else []) + [f"psi_{v}" for v in spec.variables]
+        inputs = [model.rvs_to_values[model[name]] for name in names]
+        self._input_keys = [x.name for x in inputs]
+        fn = model.compile_fn(model.replace_rvs_by_values(outs), inputs=inputs,
+                              point_fn=False)
+        self._probs = lambda point: fn(*[point[k] for k in self._input_keys])
+
+    @staticmethod
+    def competence(var, has_grad):  # noqa: D102
+        return Competence.INCOMPATIBLE
+
+    def step(self, point):  # noqa: D102
+        new = dict(point)
+        rate = self._update(new)
+        return new, [{"tune": self.tune, "accept_rate": rate}]
+
+
+class TrueCountsMetropolis(_LatentClassStep):
+    """Exact Metropolis moves on every table's true counts ``M_t<i>`` (totals stay n).
+
+    Parameters
+    ----------
+    moves_per_cell : int, default 4
+        Proposals per iteration per cell of each table.
+    """
+
+    name = "true_counts_metropolis"
+
+    def __init__(self, vars=None, *, model=None, rng=None, moves_per_cell: int = 4,
+                 blocked: bool = True):
+        self.moves_per_cell = int(moves_per_cell)
+        super().__init__(vars, model=model, rng=rng, blocked=blocked)
+
+    def _targets(self, model):
+        return [f"M_t{i}" for i in range(len(self.spec.tables))]
+
+    def _setup(self, model):
+        super()._setup(model)
+        self._keys = [model.rvs_to_values[model[f"M_t{i}"]].name
+                      for i in range(len(self.spec.tables))]
+        self._noise_sd = [math.sqrt(2 * math.exp(lq)) / (1 - math.exp(lq))
+                          for lq in self.spec.log_q]
+
+    def _update(self, point):
+        spec = self.spec
+        P_all = self._probs(point)[1 + len(spec.variables):]
+        tried = accepted = 0
+        for i, key in enumerate(self._keys):
+            M = np.array(point[key], dtype=np.int64, copy=True)
+            P = np.maximum(np.asarray(P_all[i], dtype=np.float64), 1e-300)
+            cells = len(M)
+            if cells < 2:
+                continue
+            scale = min(self._noise_sd[i], math.sqrt(spec.n * float(np.mean(P * (1 - P)))))
+            S = max(1, int(round(scale)))
+            r = self.moves_per_cell * cells
+            a = self.rng.integers(0, cells, size=r)
+            b = (a + 1 + self.rng.integers(0, cells - 1, size=r)) % cells
+            steps = self.rng.integers(1, S + 1, size=r)
+            log_u = np.log(self.rng.random(r))
+            accepted += count_moves(M, np.log(P), spec.noisy[i], spec.log_q[i], a, b, steps,
+                                    log_u)
+            tried += r
+            point[key] = M
+        return accepted / max(tried, 1)
+
+
+def _forward(model, rv):
+    """Compiled map from a variable's value to its transformed (sampler) value."""
+    tr = model.rvs_to_transforms.get(rv)
+    x = pt.tensor(dtype="float64", shape=(None,) * rv.ndim)
+    if tr is None:
+        return lambda v: v
+    fn = pytensor.function([x], tr.forward(x, *rv.owner.inputs))
+    return lambda v: fn(np.asarray(v, dtype=np.float64))
+
+
+class LatentClassGibbs(_LatentClassStep):
+    """Data-augmentation Gibbs step for the weights ``v`` (hence ``pi``) and every ``psi``."""
+
+    name = "latent_class_gibbs"
+
+    def _targets(self, model):
+        names = [f"psi_{v}" for v in self.spec.variables]
+        return (["v"] if self.spec.k > 1 else []) + names
+
+    def _setup(self, model):
+        super()._setup(model)
+        spec = self.spec
+        self._keys = {name: model.rvs_to_values[model[name]].name
+                      for name in self._targets(model)}
+        self._fwd = {name: _forward(model, model[name]) for name in self._targets(model)}
+        self._M_keys = [model.rvs_to_values[model[f"M_t{i}"]].name
+                        for i in range(len(spec.tables))]
+        # level code of every cell of every table, per variable of the table
+        self._cell_codes = []
+        for t in spec.tables:
+            shape = [len(spec.levels[v]) for v in t]
+            grid = np.array(np.unravel_index(np.arange(int(np.prod(shape))), shape))
+            self._cell_codes.append(grid)
+
+    def _update(self, point):
+        spec = self.spec
+        out = self._probs(point)
+        pi = np.asarray(out[0], dtype=np.float64)
+        psi = {v: np.asarray(p, dtype=np.float64) for v, p in zip(spec.variables, out[1:])}
+        N = np.zeros(spec.k)
+        L = {v: np.zeros((spec.k, len(spec.levels[v]))) for v in spec.variables}
+        for i, t in enumerate(spec.tables):
+            codes = self._cell_codes[i]
+            w = np.broadcast_to(pi[:, None], (spec.k, codes.shape[1])).copy()
+            for j, v in enumerate(t):
+                w *= psi[v][:, codes[j]]
+            w /= w.sum(0, keepdims=True)
+            M = np.asarray(point[self._M_keys[i]], dtype=np.int64)
+            alloc = self.rng.multinomial(M, w.T)  # cells x classes
+            N += alloc.sum(0)
+            for j, v in enumerate(t):
+                np.add.at(L[v].T, codes[j], alloc)
+        if spec.k > 1:
+            tail = np.cumsum(N[::-1])[::-1]  # sum_{l >= h} N_l
+            v_new = self.rng.beta(1.0 + N[:-1], spec.alpha + tail[1:])
+            v_new = np.clip(v_new, 1e-12, 1 - 1e-12)
+            point[self._keys["v"]] = self._fwd["v"](v_new)
+        for v in spec.variables:
+            draw = _dirichlet_rows(self.rng, spec.psi_prior + L[v])
+            point[self._keys[f"psi_{v}"]] = self._fwd[f"psi_{v}"](draw)
+        return 1.0
+
+
+def _dirichlet_rows(rng: np.random.Generator, a: np.ndarray) -> np.ndarray:
+    """One Dirichlet draw per row of ``a`` (normalised gammas, floored to stay in the open
+    simplex)."""
+    g = np.maximum(rng.standard_gamma(a), 1e-300)
+    return g / g.sum(1, keepdims=True)
+
+
+def latent_class_steps(model: pm.Model | None = None, *, reference: bool = False
+                       ) -> list[BlockedStep]:
+    """The steps :func:`bayesynth.sample` assigns: Gibbs for pi and psi, Metropolis for the
+    counts. With ``reference=True`` only the count moves (PyMC then gives NUTS to pi and psi:
+    the slow reference sampler)."""
+    model = modelcontext(model)
+    steps: list[BlockedStep] = [TrueCountsMetropolis(model=model)]
+    if not reference:
+        steps.insert(0, LatentClassGibbs(model=model))
+    return steps

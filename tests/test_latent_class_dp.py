@@ -1,0 +1,246 @@
+"""Geometric mechanism, budget accounting and the latent class model for private counts."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pymc as pm
+import pytest
+from scipy import stats
+
+import bayesynth as bs
+from bayesynth.errors import DataValidationError, SchemaError
+from bayesynth.models import latent_class_dp_model
+from bayesynth.privacy import (
+    NoisyMarginal,
+    geometric_logpmf,
+    geometric_mechanism,
+    privacy_loss,
+    privatize_marginals,
+    select_marginals,
+    true_marginal,
+)
+from bayesynth.samplers.latent_class import TrueCountsMetropolis, count_moves
+from bayesynth.synthesis import (
+    combine_marginal_estimates,
+    full_table_probabilities,
+    marginal_probabilities,
+    probability_summary,
+    synthesize_latent_class,
+)
+
+
+def binary_data(n: int, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    a = rng.random(n) < 0.4
+    b = np.where(a, rng.random(n) < 0.8, rng.random(n) < 0.3)
+    c = np.where(b, rng.random(n) < 0.6, rng.random(n) < 0.2)
+    d = rng.choice(3, size=n, p=[0.5, 0.3, 0.2])  # a three-level variable
+    return pd.DataFrame({"a": a.astype(int), "b": b.astype(int), "c": c.astype(int), "d": d})
+
+
+# ------------------------------------------------------------------------------ the mechanism
+
+
+@pytest.mark.parametrize("epsilon,sensitivity", [(0.5, 2.0), (1.0, 1.0), (3.0, 2.0)])
+def test_geometric_noise_has_the_two_sided_geometric_law(epsilon, sensitivity):
+    rng = np.random.default_rng(0)
+    noise = geometric_mechanism(np.zeros(60_000, dtype=int), epsilon, sensitivity, rng)
+    q = np.exp(-epsilon / sensitivity)
+    cap = int(np.ceil(np.log(1e-3) / np.log(q)))  # pool |k| > cap into the tails
+    ks = np.arange(-cap, cap + 1)
+    p = np.exp(geometric_logpmf(ks, epsilon, sensitivity))
+    tail = (1 - p.sum()) / 2
+    expected = np.r_[tail, p, tail] * len(noise)
+    observed = np.r_[(noise < -cap).sum(), [(noise == k).sum() for k in ks],
+                     (noise > cap).sum()]
+    assert stats.chisquare(observed, expected).pvalue > 1e-3
+    assert p.sum() + 2 * tail == pytest.approx(1.0)
+    assert np.var(noise) == pytest.approx(2 * q / (1 - q) ** 2, rel=0.05)
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 0.5, 2.0])
+def test_privacy_loss_on_neighbouring_tables_equals_epsilon(epsilon):
+    x = np.array([[30, 12], [7, 51]])
+    change_one = x + np.array([[-1, 1], [0, 0]])  # one record changes cell
+    assert privacy_loss(x, change_one, epsilon, 2.0) == pytest.approx(epsilon, rel=1e-12)
+    add_one = x + np.array([[0, 0], [1, 0]])
+    assert privacy_loss(x, add_one, epsilon, 1.0) == pytest.approx(epsilon, rel=1e-12)
+    # with the add/remove sensitivity, change-one neighbours lose twice the budget
+    assert privacy_loss(x, change_one, epsilon, 1.0) == pytest.approx(2 * epsilon)
+
+
+def test_privatize_marginals_splits_the_budget():
+    df = binary_data(500, 1)
+    before = df.copy()
+    rel = privatize_marginals(df, "all2", 1.0, random_seed=3)
+    assert len(rel.tables) == 6 and rel.n == 500
+    assert sum(t.epsilon for t in rel.tables) == pytest.approx(1.0)
+    assert rel.tables[0].counts.shape == (2, 2)
+    assert rel.tables[-1].variables == ("c", "d") and rel.tables[-1].counts.shape == (2, 3)
+    again = privatize_marginals(df, "all2", 1.0, random_seed=3)
+    np.testing.assert_array_equal(rel.tables[2].counts, again.tables[2].counts)
+    pd.testing.assert_frame_equal(df, before)
+    sel = privatize_marginals(df, "select", 1.0, random_seed=3)
+    assert sel.selection_epsilon == pytest.approx(0.25)
+    assert sum(t.epsilon for t in sel.tables) + sel.selection_epsilon == pytest.approx(1.0)
+    three = privatize_marginals(df, [("a", "b", "d")], 2.0, random_seed=0)
+    assert three.tables[0].counts.shape == (2, 2, 3)
+
+
+def test_selection_picks_the_strong_dependence_and_degree_two_gives_2p_minus_3_pairs():
+    rng = np.random.default_rng(0)
+    n = 5000
+    x = {f"x{j}": rng.integers(0, 2, n) for j in range(6)}
+    x["x1"] = np.where(rng.random(n) < 0.95, x["x0"], 1 - x["x0"])  # x0 - x1 strongly tied
+    df = pd.DataFrame(x)
+    sel = select_marginals(df, 50.0, degree=1, random_seed=1)
+    assert len(sel["pairs"]) == 5
+    assert any(set(p) == {"x0", "x1"} for p in sel["pairs"])
+    sel2 = select_marginals(df, 50.0, degree=2, random_seed=1)
+    assert len(sel2["pairs"]) == 2 * 6 - 3
+
+
+def test_bad_release_input_is_named():
+    df = binary_data(100, 0)
+    with pytest.raises(SchemaError, match="epsilon"):
+        privatize_marginals(df, "all2", 0.0)
+    with pytest.raises(SchemaError, match="outside the domain"):
+        privatize_marginals(df, [("a", "zz")], 1.0, domain={"a": [0, 1]})
+    with pytest.raises(DataValidationError, match="'a'"):
+        privatize_marginals(df.assign(a=df["a"].astype(float).where(df.index > 0)), "all2", 1.0)
+    with pytest.raises(DataValidationError, match="outside its domain"):
+        privatize_marginals(df, [("a", "b")], 1.0, domain={"a": [0], "b": [0, 1]})
+    rel = privatize_marginals(df, "all2", 1.0, random_seed=0)
+    bad = NoisyMarginal(("a", "b"), np.zeros((3, 2), dtype=int), 0.5)
+    with pytest.raises(DataValidationError, match="shape"):
+        latent_class_dp_model([bad], domain=rel.domain, n=100)
+    with pytest.raises(SchemaError, match="domain and n"):
+        latent_class_dp_model(rel.tables)
+
+
+# ---------------------------------------------------------------------------- the count moves
+
+
+def test_count_moves_have_the_exact_conditional_as_stationary_law():
+    """Three cells, n = 6: enumerate Multinomial(M | n, P) x geometric(noisy - M) exactly and
+    compare with the empirical law of a long run of the compiled kernel."""
+    P = np.array([0.5, 0.3, 0.2])
+    noisy = np.array([4, -1, 3])
+    log_q = -0.7
+    n = 6
+    states = [s for s in itertools.product(range(n + 1), repeat=3) if sum(s) == n]
+    logp = np.array([stats.multinomial.logpmf(s, n, P) + log_q * np.abs(noisy - s).sum()
+                     for s in states])
+    exact = np.exp(logp - logp.max())
+    exact /= exact.sum()
+    rng = np.random.default_rng(5)
+    M = np.array([2, 2, 2], dtype=np.int64)
+    counts = dict.fromkeys(states, 0)
+    for _ in range(40_000):
+        r = 3
+        a = rng.integers(0, 3, r)
+        b = (a + 1 + rng.integers(0, 2, r)) % 3
+        count_moves(M, np.log(P), noisy, log_q, a, b, rng.integers(1, 3, r),
+                    np.log(rng.random(r)))
+        assert M.sum() == n and M.min() >= 0
+        counts[tuple(M)] += 1
+    observed = np.array([counts[s] for s in states])
+    # thinning-free chain: a chi-square with a generous effective-size correction (x4)
+    chi = ((observed - exact * observed.sum()) ** 2 / (exact * observed.sum())).sum() / 4
+    assert stats.chi2.sf(chi, len(states) - 1) > 1e-3
+    assert np.abs(observed / observed.sum() - exact).max() < 0.02
+
+
+# ------------------------------------------------------------------------ posterior behaviour
+
+
+@pytest.fixture(scope="module")
+def big_epsilon_fit():
+    df = binary_data(3000, 2)
+    rel = privatize_marginals(df, "all2", 1e4, random_seed=4)
+    model = latent_class_dp_model(rel, k=6)
+    idata = bs.sample(model, draws=400, tune=300, chains=2, random_seed=5, progressbar=False)
+    return df, rel, model, idata
+
+
+def test_totals_of_true_counts_always_equal_n(big_epsilon_fit):
+    df, rel, _, idata = big_epsilon_fit
+    for i in range(len(rel.tables)):
+        totals = idata.posterior[f"M_t{i}"].sum(f"cell_t{i}").values
+        assert np.all(totals == len(df))
+
+
+def test_with_a_huge_epsilon_the_posterior_concentrates_on_the_true_marginals(big_epsilon_fit):
+    df, rel, _, idata = big_epsilon_fit
+    for i, t in enumerate(rel.tables):
+        truth = true_marginal(df, t.variables, rel.domain).reshape(-1)
+        M = idata.posterior[f"M_t{i}"].values.reshape(-1, truth.size)
+        assert np.mean(np.all(M == truth, axis=1)) > 0.95  # noise ~ 0 at epsilon 1e4
+        P = idata.posterior[f"P_t{i}"].mean(("chain", "draw")).values
+        # the composite posterior sd of a cell probability is below sqrt(p(1-p)/n)
+        tol = 4 * np.sqrt(truth / len(df) * (1 - truth / len(df)) / len(df)) + 1e-3
+        assert np.all(np.abs(P - truth / len(df)) < tol)
+    assert "pi" in idata.posterior and "cell_prob" in idata.posterior
+
+
+def test_outputs_marginals_full_table_synthesis_and_combining(big_epsilon_fit):
+    df, rel, _, idata = big_epsilon_fit
+    ab = marginal_probabilities(idata, ["a", "b"])
+    assert ab.dims == ("chain", "draw", "a", "b")
+    np.testing.assert_allclose(ab.sum(("a", "b")).values, 1.0, rtol=1e-10)
+    full = full_table_probabilities(idata)
+    np.testing.assert_allclose(full.sum(["b", "c", "d"]).values,
+                               marginal_probabilities(idata, ["a"]).values, rtol=1e-10)
+    np.testing.assert_allclose(
+        idata.posterior["P_t0"].values.reshape(ab.shape), ab.values, rtol=1e-10)
+    truth = true_marginal(df, ["a", "b"], rel.domain) / len(df)
+    summ = probability_summary(ab, truth=truth)
+    assert list(summ.columns) == ["mean", "sd", "lower", "upper", "truth", "covered"]
+    assert summ["covered"].all()
+    syn = synthesize_latent_class(idata, m=5, random_seed=1)
+    assert len(syn) == 5 and all(len(s) == len(df) for s in syn)
+    assert list(syn[0]["d"].cat.categories) == [0, 1, 2]
+    again = synthesize_latent_class(idata, m=5, random_seed=1)
+    pd.testing.assert_frame_equal(syn[3], again[3])
+    comb = combine_marginal_estimates(syn, ["a", "b"])
+    assert np.all(np.abs(comb["estimate"].to_numpy() - truth.reshape(-1)) < 0.03)
+    assert np.all(comb["lower"] < comb["upper"])
+
+
+def test_gibbs_sampler_matches_the_nuts_reference_posterior():
+    """Same model, same count moves; pi and psi by our data-augmentation Gibbs step or by
+    PyMC's NUTS. Posterior means of every marginal cell probability must agree within
+    Monte Carlo error (5 combined standard errors from the ESS of each run)."""
+    import arviz as az
+
+    df = binary_data(300, 7)[["a", "b", "c"]]
+    rel = privatize_marginals(df, "all2", 1.5, random_seed=8)
+    ests = []
+    for reference in (False, True):
+        model = latent_class_dp_model(rel, k=3)
+        if reference:
+            idata = pm.sample(draws=1000, tune=700, chains=2, random_seed=9, model=model,
+                              step=[TrueCountsMetropolis(model=model)], progressbar=False,
+                              target_accept=0.9, compute_convergence_checks=False)
+        else:
+            idata = bs.sample(model, draws=3000, tune=1000, chains=2, random_seed=9,
+                              progressbar=False)
+        cells = xr_cells(idata)
+        ess = az.ess(cells)["p"].values
+        ests.append((cells["p"].mean(("chain", "draw")).values,
+                     cells["p"].std(("chain", "draw")).values / np.sqrt(ess)))
+    (m1, se1), (m2, se2) = ests
+    z = (m1 - m2) / np.sqrt(se1**2 + se2**2)
+    assert np.all(np.abs(z) < 5), z
+    assert stats.chi2.sf((z**2).sum(), z.size) > 1e-4
+
+
+def xr_cells(idata):
+    import xarray as xr
+
+    parts = [idata.posterior[f"P_t{i}"].rename({f"cell_t{i}": "cell"})
+             .assign_coords(cell=[f"t{i}_{c}" for c in range(4)]) for i in range(3)]
+    return xr.Dataset({"p": xr.concat(parts, "cell")})
