@@ -196,6 +196,9 @@ def test_outputs_marginals_full_table_synthesis_and_combining(big_epsilon_fit):
                                marginal_probabilities(idata, ["a"]).values, rtol=1e-10)
     np.testing.assert_allclose(
         idata.posterior["P_t0"].values.reshape(ab.shape), ab.values, rtol=1e-10)
+    # variable order is the caller's, whatever letters einsum would have used
+    np.testing.assert_allclose(marginal_probabilities(idata, ["b", "a"]).values,
+                               ab.values.transpose(0, 1, 3, 2), rtol=1e-12)
     truth = true_marginal(df, ["a", "b"], rel.domain) / len(df)
     summ = probability_summary(ab, truth=truth)
     assert list(summ.columns) == ["mean", "sd", "lower", "upper", "truth", "covered"]
@@ -244,3 +247,28 @@ def xr_cells(idata):
     parts = [idata.posterior[f"P_t{i}"].rename({f"cell_t{i}": "cell"})
              .assign_coords(cell=[f"t{i}_{c}" for c in range(4)]) for i in range(3)]
     return xr.Dataset({"p": xr.concat(parts, "cell")})
+
+
+def test_marginal_probabilities_of_many_variables_match_the_mixture_formula():
+    """16 variables (more than einsum's letters after chain/draw/class would allow in a
+    string spec); one cell checked against sum_h pi_h prod_j psi_j[h, c_j]."""
+    import arviz as az
+    import xarray as xr
+
+    rng = np.random.default_rng(0)
+    k, names = 3, [f"x{i}" for i in range(16)]
+    post = {"pi": (("chain", "draw", "class"), rng.dirichlet(np.ones(k), size=(1, 4)))}
+    coords = {"chain": [0], "draw": list(range(4)), "class": list(range(k))}
+    for v in names:
+        post[f"psi_{v}"] = (("chain", "draw", "class", v),
+                            rng.dirichlet(np.ones(2), size=(1, 4, k)))
+        coords[v] = [0, 1]
+    idata = az.InferenceData(posterior=xr.Dataset(post, coords=coords))
+    full = full_table_probabilities(idata)
+    assert full.shape == (1, 4) + (2,) * 16
+    np.testing.assert_allclose(full.sum(names).values, 1.0, rtol=1e-12)
+    cell = (1, 0) * 8
+    pi = post["pi"][1][0, 2]
+    expected = sum(pi[h] * np.prod([post[f"psi_{v}"][1][0, 2, h, c]
+                                    for v, c in zip(names, cell)]) for h in range(k))
+    assert full.values[(0, 2, *cell)] == pytest.approx(expected, rel=1e-12)

@@ -50,14 +50,14 @@ def marginal_probabilities(idata: az.InferenceData, variables: Sequence[str]) ->
         raise SchemaError(f"Variables {unknown} are not in the model ({known}).")
     if len(set(variables)) != len(variables):
         raise SchemaError("A variable is repeated.")
-    out = post["pi"]
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    if len(variables) > len(letters):
-        raise SchemaError("At most 26 variables at once.")
-    arrays = [post["pi"].values] + [post[f"psi_{v}"].values for v in variables]
-    spec = ",".join(["ijh"] + [f"ijh{letters[m]}" for m in range(len(variables))])
-    spec += "->ij" + letters[:len(variables)]
-    vals = np.einsum(spec, *arrays, optimize=True)
+    if len(variables) > 45:
+        raise SchemaError("At most 45 variables at once (the table would not fit anyway).")
+    # einsum over sublists: 0 chain, 1 draw, 2 class, 3.. the variables
+    operands: list = [post["pi"].values, [0, 1, 2]]
+    for m, v in enumerate(variables):
+        operands += [post[f"psi_{v}"].values, [0, 1, 2, 3 + m]]
+    operands.append([0, 1, *range(3, 3 + len(variables))])
+    vals = np.einsum(*operands, optimize=True)
     coords = {"chain": post["chain"].values, "draw": post["draw"].values}
     for v in variables:
         coords[v] = post[f"psi_{v}"].coords[v].values
