@@ -213,6 +213,25 @@ def test_outputs_marginals_full_table_synthesis_and_combining(big_epsilon_fit):
     assert np.all(comb["lower"] < comb["upper"])
 
 
+def test_convergence_is_judged_on_cell_probabilities(big_epsilon_fit):
+    from bayesynth.evaluation import diagnose
+
+    _, rel, _, idata = big_epsilon_fit
+    declared = idata.posterior.attrs["identified_vars"].split(",")
+    assert declared == [f"P_t{i}" for i in range(len(rel.tables))] + ["cell_prob"]
+    d = diagnose(idata)
+    text = " ".join(d.warnings) + " " + " ".join(map(str, d.table.index))
+    assert "P_t0" in text and "psi_" not in text and "pi[" not in text
+
+
+def test_unconverged_chains_raise_a_warning():
+    df = binary_data(2000, 3)
+    rel = privatize_marginals(df, "all2", 0.5, random_seed=1)
+    model = latent_class_dp_model(rel, k=8)
+    with pytest.warns(RuntimeWarning, match="cell probabilities"):
+        bs.sample(model, draws=6, tune=0, chains=2, random_seed=1, progressbar=False)
+
+
 def test_gibbs_sampler_matches_the_nuts_reference_posterior():
     """Same model, same count moves; pi and psi by our data-augmentation Gibbs step or by
     PyMC's NUTS. Posterior means of every marginal cell probability must agree within

@@ -242,7 +242,39 @@ def sample(
             **kwargs,
         )
     declared = [v for v in IDENTIFIED_VARS if v in idata.posterior]
+    spec = latent_class_spec(model)
+    if spec is not None:  # label switching: only cell probabilities are identified
+        declared = [f"P_t{i}" for i in range(len(spec.tables))]
+        declared += ["cell_prob"] if "cell_prob" in idata.posterior else []
     if declared:  # read by bayesynth.evaluation.diagnose
         idata.posterior.attrs["identified_vars"] = ",".join(declared)
-    _check_convergence(idata)
+    if spec is not None:  # warn on the released tables' cells; the rest of the full table
+        # is only as identified as the model's extrapolation from them
+        _check_cell_probabilities(idata, [v for v in declared if v != "cell_prob"])
+    else:
+        _check_convergence(idata)
     return idata
+
+
+def _check_cell_probabilities(idata: az.InferenceData, names: list[str]) -> None:
+    """Warn when R-hat of a latent class model's table probabilities exceeds 1.05."""
+    post = idata.posterior
+    if post.sizes.get("chain", 1) < 2 or post.sizes.get("draw", 0) < 4:
+        return
+    rhat = az.rhat(post[names])
+    worst, where = 1.0, ""
+    for name in names:
+        vals = np.asarray(rhat[name].values, dtype=float).ravel()
+        if np.isfinite(vals).any() and np.nanmax(vals) > worst:
+            j = int(np.nanargmax(vals))
+            worst = float(vals[j])
+            where = f"{name}[{post[name].coords[post[name].dims[2]].values[j]}]"
+    if worst > RHAT_WARN:
+        warnings.warn(
+            f"Largest R-hat of the cell probabilities is {worst:.3f} ({where}), above "
+            f"{RHAT_WARN}: the chains have not converged. Run longer (the composite likelihood "
+            "makes the posterior concentrated and the class updates small); judge convergence "
+            "on cell probabilities, not on pi or psi (label switching).",
+            RuntimeWarning,
+            stacklevel=3,
+        )
