@@ -7,11 +7,14 @@ network of degree 2: 29 tables, 116 counts), the rest split across them; k = 7 c
 summary, the average log ratio log(P_est / P_true) over the selected marginal cells, for the
 posterior mean and for the noisy counts used directly; and the total-variation error of the full
 table and of all 120 two-way marginals, beside DataSynthesizer's PrivBayes (degree 2, same total
-epsilon) when it is installed (``pip install DataSynthesizer``; not needed otherwise).
+epsilon) when it is installed (``pip install DataSynthesizer``; not needed otherwise), and
+private-pgm's graphical-model estimate fitted to the very same noisy tables when an interpreter
+with ``mbi`` is given (``--mbi-python``; mbi needs jax, so it lives in its own environment).
 
 Usage::
 
     python benchmarks/latent_class_dp.py [--epsilon 1.0] [--iterations 12000] [--burn 2000]
+        [--mbi-python /path/to/venv-with-mbi/bin/python] [--skip-privbayes]
 """
 
 from __future__ import annotations
@@ -78,12 +81,38 @@ def privbayes_full_table(df: pd.DataFrame, epsilon: float, seed: int) -> np.ndar
     return full_table(syn)
 
 
+def mbi_full_table(rel, python: str | None) -> np.ndarray | None:
+    """private-pgm's graphical-model estimate from the same noisy tables, run by ``python``
+    (an interpreter with ``mbi``) through ``_mbi_peer.py``; None when not given."""
+    if not python:
+        return None
+    import subprocess
+    import tempfile
+
+    names = list(rel.domain)
+    with tempfile.TemporaryDirectory() as tmp:
+        arrays = {"n": np.array(rel.n), "names": np.array(names),
+                  "cells": np.array([",".join(str(names.index(v)) for v in t.variables)
+                                     for t in rel.tables])}
+        for i, t in enumerate(rel.tables):
+            arrays[f"noisy_{i}"] = t.counts
+            arrays[f"sd_{i}"] = np.array(np.sqrt(2 * t.q) / (1 - t.q))
+        np.savez(f"{tmp}/release.npz", **arrays)
+        subprocess.run([python, str(Path(__file__).with_name("_mbi_peer.py")),
+                        f"{tmp}/release.npz", f"{tmp}/full.npy"], check=True,
+                       capture_output=True)
+        return np.load(f"{tmp}/full.npy")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epsilon", type=float, default=1.0)
     parser.add_argument("--iterations", type=int, default=12_000)
     parser.add_argument("--burn", type=int, default=2_000)
     parser.add_argument("--k", type=int, default=7)
+    parser.add_argument("--mbi-python", default=None,
+                        help="an interpreter with private-pgm (mbi) installed, for the peer")
+    parser.add_argument("--skip-privbayes", action="store_true")
     args = parser.parse_args()
     if not DATA.exists():
         raise SystemExit(f"{DATA} is absent: nothing to benchmark.")
@@ -122,11 +151,16 @@ def main() -> None:
     pairs = [(a, b) for a in range(16) for b in range(a + 1, 16)]
     rows = [("latent class (posterior mean)", ours)]
     t0 = time.perf_counter()
-    peer = privbayes_full_table(df, args.epsilon, seed=3)
+    peer = mbi_full_table(rel, args.mbi_python)
+    if peer is not None:
+        rows.append((f"private-pgm on the same tables ({time.perf_counter() - t0:.0f} s)",
+                     peer))
+    t0 = time.perf_counter()
+    peer = None if args.skip_privbayes else privbayes_full_table(df, args.epsilon, seed=3)
     t_peer = time.perf_counter() - t0
     if peer is not None:
         rows.append((f"PrivBayes, DataSynthesizer ({t_peer:.0f} s)", peer))
-    else:
+    elif not args.skip_privbayes:
         print("DataSynthesizer is not installed: no PrivBayes comparison")
     print(f"\n{'method':40} {'full-table TV':>14} {'two-way TV (mean of 120)':>25}")
     for name, p in rows:
