@@ -35,23 +35,23 @@ __all__ = [
 ]
 
 
-def _paired(original: SparseTable, synthetic: SparseTable) -> tuple[np.ndarray, np.ndarray, int]:
-    """Counts of both tables on the union of their non-zero cells, and the number of
-    non-structural cells zero in both."""
+def _paired(original: SparseTable, synthetic: SparseTable
+            ) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    """Counts of both tables on the union of their non-zero cells, the number of
+    non-structural cells zero in both, and the union's linear indices."""
     union = unique_sorted(np.concatenate([original.index, synthetic.index]))
     o = np.zeros(len(union), dtype=np.int64)
     s = np.zeros(len(union), dtype=np.int64)
     o[np.searchsorted(union, original.index)] = original.counts
     s[np.searchsorted(union, synthetic.index)] = synthetic.counts
     both_zero = original.n_cells - original.n_structural() - len(union)
-    return o, s, both_zero
+    return o, s, both_zero, union
 
 
 def paired_counts(original: SparseTable, synthetic: SparseTable) -> pd.DataFrame:
     """Original and synthetic counts of every cell non-zero in either table (cells zero in both
     are left out), with the cell's linear ``index``."""
-    union = unique_sorted(np.concatenate([original.index, synthetic.index]))
-    o, s, _ = _paired(original, synthetic)
+    o, s, _, union = _paired(original, synthetic)
     return pd.DataFrame({"index": union, "original": o, "synthetic": s})
 
 
@@ -68,7 +68,7 @@ def tau_metrics(original: SparseTable, synthetic: SparseTable,
     pandas.DataFrame
         Indexed by k, columns ``tau1`` .. ``tau4``.
     """
-    o, s, zz = _paired(original, synthetic)
+    o, s, zz, _ = _paired(original, synthetic)
     K = len(o) + zz
     rows = []
     for k in ks:
@@ -87,7 +87,7 @@ def within_p_shares(original: SparseTable, synthetic: SparseTable,
     Table 3): over all non-structural cells (``all``), over the original non-zero cells
     (``nonzero``), and over the cells non-zero in either table (``either``: fake cells created
     from random zeros count as misses, so it also reflects the pseudocount)."""
-    o, s, zz = _paired(original, synthetic)
+    o, s, zz, _ = _paired(original, synthetic)
     rows = []
     for p in ps:
         hit = np.abs(s - o) <= o * p / 100 + 1e-12

@@ -445,6 +445,12 @@ def draw_counts(rng: np.random.Generator, family: str, sigma: float, f: np.ndarr
 # ------------------------------------------------------------------------------ PyMC model
 
 
+def cell_means(dense: np.ndarray, structural: np.ndarray, alpha: float) -> np.ndarray:
+    """Mean of each cell's synthetic count: its count, alpha for a random zero, 0 for a
+    structural zero."""
+    return np.where(structural, 0.0, np.where(dense == 0, alpha, dense)).astype(float)
+
+
 def saturated_count_model(
     table: SparseTable | np.ndarray,
     *,
@@ -508,7 +514,7 @@ def saturated_count_model(
         raise DataValidationError("Counts must be non-negative.")
     if np.any(dense[mask] > 0):
         raise DataValidationError("Some structural-zero cells hold records.")
-    f = np.where(mask, 0.0, np.where(dense == 0, alpha, dense)).astype(float)
+    f = cell_means(dense, mask, alpha)
     coords = {n: list(levels[n]) for n in names}
     dims = tuple(names)
     with pm.Model(coords=coords) as model:

@@ -12,6 +12,7 @@ import numpy as np
 
 from bayesynth.models.saturated_counts import (
     SparseTable,
+    cell_means,
     count_pmf,
     draw_counts,
     unique_sorted,
@@ -111,7 +112,5 @@ def synthesize_dense(
 ) -> np.ndarray:
     """The same model cell by cell over the full table (a reference for small tables)."""
     rng = np.random.default_rng(random_seed)
-    dense = table.to_dense().reshape(-1).astype(float)
-    mask = table.structural_mask().reshape(-1)
-    f = np.where(mask, 0.0, np.where(dense == 0, alpha, dense))
+    f = cell_means(table.to_dense(), table.structural_mask(), alpha).reshape(-1)
     return draw_counts(rng, family, sigma, f).reshape(table.shape)
