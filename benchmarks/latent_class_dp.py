@@ -40,9 +40,8 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "nltcs.csv"
 
 def full_table(df: pd.DataFrame) -> np.ndarray:
     """Empirical full-table probabilities of binary columns (C order over the columns)."""
-    codes = df.to_numpy(dtype=np.int64)
-    lin = np.ravel_multi_index(codes.T, [2] * codes.shape[1])
-    return np.bincount(lin, minlength=2 ** codes.shape[1]) / len(df)
+    domain = {c: [0, 1] for c in df.columns}
+    return true_marginal(df, list(df.columns), domain).reshape(-1) / len(df)
 
 
 def two_way_errors(p_full: np.ndarray, truth_full: np.ndarray, pairs) -> float:

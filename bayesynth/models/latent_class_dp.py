@@ -70,24 +70,18 @@ def cell_labels(variables: Sequence[str], levels: Mapping[str, Sequence]) -> lis
     return out
 
 
-def stick_breaking(v):
-    """pi_h = v_h prod_{l<h} (1 - v_l), the last weight taking the remainder (numpy or
-    pytensor)."""
-    if isinstance(v, np.ndarray):
-        rest = np.concatenate([[1.0], np.cumprod(1 - v)], axis=-1) if v.ndim == 1 else \
-            np.concatenate([np.ones(v.shape[:-1] + (1,)), np.cumprod(1 - v, axis=-1)], axis=-1)
-        head = np.concatenate([v, np.ones(v.shape[:-1] + (1,))], axis=-1)
-        return head * rest
+def stick_breaking(v: pt.TensorVariable) -> pt.TensorVariable:
+    """pi_h = v_h prod_{l<h} (1 - v_l), the last weight taking the remainder."""
     rest = pt.concatenate([pt.ones((1,)), pt.cumprod(1 - v)])
     return pt.concatenate([v, pt.ones((1,))]) * rest
 
 
-def _table_probabilities(pi, psis: Sequence, xp=pt):
+def _table_probabilities(pi: pt.TensorVariable, psis: Sequence) -> pt.TensorVariable:
     """P(cells of a table) = sum_h pi_h prod_j psi_j[h, c_j], flattened in C order."""
     joint = psis[0]  # (k, d0)
     for psi in psis[1:]:
         joint = (joint[:, :, None] * psi[:, None, :]).reshape((joint.shape[0], -1))
-    return xp.dot(pi, joint) if xp is np else pt.dot(pi, joint)
+    return pt.dot(pi, joint)
 
 
 def _initial_counts(noisy: np.ndarray, n: int) -> np.ndarray:

@@ -19,7 +19,6 @@ lets PyMC's NUTS update ``v`` and ``psi`` with the same count moves.
 from __future__ import annotations
 
 import math
-from dataclasses import field
 
 import numba
 import numpy as np
@@ -27,12 +26,12 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 from pymc.model import modelcontext
-from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
-from pymc.step_methods.state import dataclass_state
+from pymc.step_methods.compound import BlockedStep, Competence
 from pymc.util import get_random_generator
 
 from bayesynth.errors import IncompatibleModelError
 from bayesynth.models.latent_class_dp import latent_class_spec
+from bayesynth.samplers.steps import CopulaGibbsState
 
 __all__ = ["TrueCountsMetropolis", "LatentClassGibbs", "latent_class_steps", "count_moves"]
 
@@ -60,16 +59,11 @@ def count_moves(M, logP, noisy, log_q, a_idx, b_idx, steps, log_u):  # pragma: n
     return accepted
 
 
-@dataclass_state
-class LatentClassState(StepMethodState):
-    tune: bool = field(default=True)
-
-
 class _LatentClassStep(BlockedStep):
     name = "latent_class"
     default_blocked = True
     stats_dtypes_shapes = {"tune": (bool, []), "accept_rate": (float, [])}
-    _state_class = LatentClassState
+    _state_class = CopulaGibbsState  # the same state: a tune flag
 
     def __init__(self, vars=None, *, model=None, rng=None, blocked: bool = True):
         model = modelcontext(model)
@@ -85,11 +79,13 @@ class _LatentClassStep(BlockedStep):
     def _targets(self, model) -> list[str]:
         raise NotImplementedError
 
+    def _outputs(self) -> list[str]:
+        """Model quantities the update reads (compiled once as a function of v and psi)."""
+        raise NotImplementedError
+
     def _setup(self, model) -> None:
-        # cell probabilities of every table (and pi, psi) from a point
         spec = self.spec
-        outs = [model["pi"]] + [model[f"psi_{v}"] for v in spec.variables] + [
-            model[f"P_t{i}"] for i in range(len(spec.tables))]
+        outs = [model[name] for name in self._outputs()]
         names = (["v"] if spec.k > 1 else []) + [f"psi_{v}" for v in spec.variables]
         inputs = [model.rvs_to_values[model[name]] for name in names]
         self._input_keys = [x.name for x in inputs]
@@ -126,6 +122,9 @@ class TrueCountsMetropolis(_LatentClassStep):
     def _targets(self, model):
         return [f"M_t{i}" for i in range(len(self.spec.tables))]
 
+    def _outputs(self):
+        return [f"P_t{i}" for i in range(len(self.spec.tables))]
+
     def _setup(self, model):
         super()._setup(model)
         self._keys = [model.rvs_to_values[model[f"M_t{i}"]].name
@@ -135,7 +134,7 @@ class TrueCountsMetropolis(_LatentClassStep):
 
     def _update(self, point):
         spec = self.spec
-        P_all = self._probs(point)[1 + len(spec.variables):]
+        P_all = self._probs(point)
         tried = accepted = 0
         for i, key in enumerate(self._keys):
             M = np.array(point[key], dtype=np.int64, copy=True)
@@ -175,6 +174,9 @@ class LatentClassGibbs(_LatentClassStep):
     def _targets(self, model):
         names = [f"psi_{v}" for v in self.spec.variables]
         return (["v"] if self.spec.k > 1 else []) + names
+
+    def _outputs(self):
+        return ["pi"] + [f"psi_{v}" for v in self.spec.variables]
 
     def _setup(self, model):
         super()._setup(model)
