@@ -26,6 +26,9 @@ __all__ = [
     "IncompatibleModelError",
     "NotFittedError",
     "OutputExistsError",
+    "InvalidParameterError",
+    "PrivacyGuaranteeError",
+    "PrivacyWarning",
 ]
 
 
@@ -111,3 +114,20 @@ class NotFittedError(BayesynthError, RuntimeError):
 
 class OutputExistsError(BayesynthError, RuntimeError):
     """An output path would overwrite the input (or an existing file without permission)."""
+
+
+class InvalidParameterError(BayesynthError, ValueError):
+    """A parameter (not the data) is out of its valid range: an epsilon that is not positive,
+    an unknown neighbour relation, a budget split that does not add up. The message echoes the
+    value and states the valid range."""
+
+
+class PrivacyGuaranteeError(BayesynthError, ValueError):
+    """A differential-privacy mechanism was asked for a release whose guarantee cannot hold
+    (a model that releases real records, a prior built from the data, a domain read from the
+    data). The message says why and what would make the guarantee hold."""
+
+
+class PrivacyWarning(UserWarning):
+    """A release is weaker than it may look: noise drawn from a fixed seed (anyone who knows the
+    seed can remove it), or a guarantee that is local or asymptotic rather than strict."""

@@ -3,30 +3,39 @@
 The pseudo posterior mechanism (Savitsky, Williams & Hu 2022; Hu, Savitsky & Williams 2022)
 replaces each record's log-likelihood ``f_theta(x_i)`` by ``alpha_i * f_theta(x_i)`` with weights
 ``alpha_i`` in [0, 1], and its censored variant clips each (weighted) contribution into
-``[-epsilon/2, epsilon/2]``. Here a model's observed variable is a :class:`pymc.CustomDist` whose
-generative graph is the base distribution and whose log-density is the weighted (and possibly
-censored) one, so that posterior predictive sampling draws synthetic records from the base model
-and ``pm.compute_log_likelihood`` returns the pseudo log-likelihood of each record.
+``[-c, c]``; :func:`bayesynth.privacy.censor_bound` gives the c that makes a draw epsilon-DP
+under a neighbour relation (epsilon/4 for change-one, epsilon/2 for add/remove). Here a model's
+observed variable is a :class:`pymc.CustomDist` whose generative graph is the base distribution
+and whose log-density is the weighted (and possibly censored) one, so that posterior predictive
+sampling draws synthetic records from the base model and ``pm.compute_log_likelihood`` returns
+the pseudo log-likelihood of each record.
 
-Any PyMC model can take part: build its likelihood with :func:`weighted_observed`.
+Any PyMC model can take part: build its likelihood with :func:`weighted_observed`. For a
+differential-privacy guarantee the model must also (a) take fixed, public prior hyperparameters
+(nothing computed from the data: a prior centred at the sample mean makes the privacy loss
+unbounded, since censoring bounds the likelihood only), and (b) release nothing but draws from
+its posterior predictive (a regression that redraws a response at the real predictors releases
+those predictors). Declare (b) with ``weighted_observed(..., dp_refusal="why")``;
+:func:`data_dependent_priors` detects most violations of (a).
 
 Example: a user's own model (a Poisson regression) ready for every mechanism::
 
     def my_model(data, weights=None, censor=None):
         with pm.Model() as model:
-            b = pm.Normal("b", 0, 2, shape=2)
-            mu = pm.math.exp(b[0] + b[1] * data["x"].to_numpy())
-            weighted_observed("y", lambda mu, size=None: pm.Poisson.dist(mu, size=size), [mu],
-                              data["y"].to_numpy(), weights=weights, censor=censor)
+            log_mu = pm.Normal("log_mu", 1.0, 2.0)  # fixed hyperparameters
+            weighted_observed("y", lambda mu, size=None: pm.Poisson.dist(mu, size=size),
+                              [pm.math.exp(log_mu)], data["y"].to_numpy(), weights=weights,
+                              censor=censor)
         return model
 
-    PseudoPosteriorSynthesizer(my_model, mechanism="censor_w", epsilon=4).fit(df)
+    PseudoPosteriorSynthesizer(my_model, mechanism="censor_uw", epsilon=4).fit(df)
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -36,18 +45,49 @@ import pytensor
 import pytensor.graph.replace
 import pytensor.tensor as pt
 
-from bayesynth.errors import ColumnTypeError, InputTypeError, TooFewRowsError
+from bayesynth.errors import (
+    ColumnTypeError,
+    InputTypeError,
+    InvalidParameterError,
+    TooFewRowsError,
+)
 
 __all__ = [
     "weighted_observed",
     "record_loglik",
     "observed_name",
+    "observed_info",
+    "contribution_function",
+    "data_dependent_priors",
     "beta_mixture",
     "negative_binomial",
     "linear_regression",
 ]
 
 _RECORDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True)
+class ObservedInfo:
+    """What :func:`weighted_observed` registers about a model's weighted likelihood.
+
+    Attributes
+    ----------
+    name : str
+    raw : TensorVariable
+        Raw per-record log-likelihood graph f_theta(x_i) (unweighted, uncensored).
+    weights : numpy.ndarray
+    censor : float or None
+        The bound c of each record's contribution.
+    dp_refusal : str or None
+        Why no differential-privacy guarantee can hold for this model's synthetic data.
+    """
+
+    name: str
+    raw: Any
+    weights: np.ndarray
+    censor: float | None
+    dp_refusal: str | None
 
 
 def weighted_observed(
@@ -59,6 +99,7 @@ def weighted_observed(
     weights: np.ndarray | None = None,
     censor: float | None = None,
     dims: str | tuple[str, ...] | None = None,
+    dp_refusal: str | None = None,
 ):
     """An observed variable with a record-weighted, optionally censored, log-likelihood.
 
@@ -76,9 +117,15 @@ def weighted_observed(
         alpha_i in [0, 1] (default all 1: the ordinary posterior). A weight of 0 removes the
         record from the likelihood.
     censor : float, optional
-        epsilon: each record's weighted log-likelihood ``alpha_i f_theta(x_i)`` is clipped into
-        ``[-epsilon/2, epsilon/2]`` (the censored mechanism; every record's pseudo likelihood
-        then lies in ``[exp(-epsilon/2), exp(epsilon/2)]`` for every parameter value).
+        The bound c: each record's weighted log-likelihood ``alpha_i f_theta(x_i)`` is clipped
+        into ``[-c, c]`` for every parameter value. :func:`bayesynth.privacy.censor_bound`
+        turns an epsilon and a neighbour relation into c.
+    dims : str or tuple, optional
+    dp_refusal : str, optional
+        A sentence saying why no differential-privacy guarantee can hold for this model's
+        synthetic data (for example "the real predictors are released"); DP mechanisms refuse
+        the model with it. Set automatically when a parameter is computed from an array with
+        one entry per record (covariates).
 
     Returns
     -------
@@ -90,10 +137,15 @@ def weighted_observed(
     n = len(observed)
     w = np.ones(n) if weights is None else np.asarray(weights, dtype=float)
     if w.shape != (n,):
-        raise ValueError(f"weights must have one entry per record ({n}); got {w.shape}.")
+        raise InvalidParameterError(f"weights must have one entry per record ({n}); got shape "
+                                    f"{w.shape}.", column="weights")
     if np.any(~np.isfinite(w)) or np.any(w < 0) or np.any(w > 1):
-        raise ValueError("weights must lie in [0, 1].")
-    half = None if censor is None else 0.5 * float(censor)
+        raise InvalidParameterError("weights must lie in [0, 1]; got values from "
+                                    f"{np.nanmin(w)!r} to {np.nanmax(w)!r}.", column="weights")
+    if censor is not None and not (np.isfinite(censor) and censor > 0):
+        raise InvalidParameterError(f"censor (the bound c) must be positive and finite; got "
+                                    f"{censor!r}.", column="censor")
+    bound = None if censor is None else float(censor)
     n_params = len(params)
 
     def dist_fn(*args):  # params..., weights, size
@@ -101,27 +153,79 @@ def weighted_observed(
 
     def logp_fn(value, *args):
         lp = args[n_params] * pm.logp(base(*args[:n_params]), value)
-        if half is not None:
-            lp = pt.clip(lp, -half, half)
+        if bound is not None:
+            lp = pt.clip(lp, -bound, bound)
         return lp
 
+    if dp_refusal is None and _has_record_constants(params, n):
+        dp_refusal = ("the distribution of the records depends on per-record inputs "
+                      "(covariates), so its synthetic records are drawn at the real covariates, "
+                      "which are released with them")
     model = pm.modelcontext(None)
     wdata = pm.Data(f"{name}_weights", w, dims=dims)
     rv = pm.CustomDist(name, *params, wdata, dist=dist_fn, logp=logp_fn, observed=observed,
                        dims=dims)
     raw = pm.logp(base(*params), pt.as_tensor_variable(observed))
-    _RECORDS.setdefault(model, {})[name] = (raw, w, half)
+    _RECORDS.setdefault(model, {})[name] = ObservedInfo(name, raw, w, bound, dp_refusal)
     return rv
 
 
+def _has_record_constants(params: Sequence[Any], n: int) -> bool:
+    """Whether the parameters are computed from data with one entry per record."""
+    if n < 2:
+        return False
+    from pytensor.compile.sharedvalue import SharedVariable
+    from pytensor.graph.basic import Constant
+    from pytensor.graph.traversal import ancestors
+
+    tensors = [pt.as_tensor_variable(p) for p in params]
+    for v in ancestors(tensors):
+        if isinstance(v, Constant):
+            value = np.asarray(v.data)
+        elif isinstance(v, SharedVariable) and not str(v.name or "").endswith("_weights"):
+            value = np.asarray(v.get_value())
+        else:
+            continue
+        if value.ndim >= 1 and value.shape[0] == n:
+            return True
+    return False
+
+
 def observed_name(model: pm.Model) -> str:
-    """The name of the model's (single) weighted observed variable."""
+    """The name of the model's (single) weighted observed variable.
+
+    Parameters
+    ----------
+    model : pymc.Model
+
+    Returns
+    -------
+    str
+    """
     names = list(_RECORDS.get(model, {}))
     if len(names) != 1:
-        raise ValueError(
+        raise InvalidParameterError(
             "The model needs exactly one variable built with weighted_observed; found "
-            f"{names or 'none'}.")
+            f"{names or 'none'}.", column="model")
     return names[0]
+
+
+def observed_info(model: pm.Model) -> ObservedInfo:
+    """What :func:`weighted_observed` registered for the model's weighted likelihood.
+
+    Parameters
+    ----------
+    model : pymc.Model
+
+    Returns
+    -------
+    ObservedInfo
+    """
+    return _RECORDS[model][observed_name(model)]
+
+
+def _posterior(idata) -> Any:
+    return idata.posterior if hasattr(idata, "posterior") else idata
 
 
 def record_loglik(model: pm.Model, idata, *, max_draws: int | None = None,
@@ -134,24 +238,140 @@ def record_loglik(model: pm.Model, idata, *, max_draws: int | None = None,
     ----------
     model : pymc.Model
         Built with :func:`weighted_observed`.
-    idata : arviz.InferenceData
-        Its posterior.
+    idata : arviz.InferenceData or xarray.Dataset
+        A posterior of this model, or of the same factory fitted to other data (the parameter
+        names and shapes must match): a reference fit evaluated on new records.
     max_draws : int, optional
         Evaluate at a random subset of this many draws (all by default).
+    random_seed : int, optional
+        Seed of the subset.
+
+    Returns
+    -------
+    numpy.ndarray
     """
-    name = observed_name(model)
-    raw = _RECORDS[model][name][0]
+    raw = observed_info(model).raw
     rvs = [rv for rv in model.free_RVs]
     holders = [rv.type() for rv in rvs]
     graph = pytensor.graph.replace.graph_replace(raw, dict(zip(rvs, holders)), strict=False)
     fn = pytensor.function(holders, graph, on_unused_input="ignore")
-    post = idata.posterior.stack(sample=("chain", "draw"))
+    post = _posterior(idata)
+    if "sample" not in post.dims:
+        post = post.stack(sample=("chain", "draw"))
     S = post.sizes["sample"]
     idx = np.arange(S)
     if max_draws is not None and max_draws < S:
         idx = np.sort(np.random.default_rng(random_seed).choice(S, max_draws, replace=False))
     draws = [np.moveaxis(post[rv.name].values, -1, 0) for rv in rvs]  # (S, ...)
     return np.array([fn(*(d[s] for d in draws)) for s in idx])
+
+
+def contribution_function(model: pm.Model) -> Callable[..., np.ndarray]:
+    """The model's own per-record pseudo log-likelihood, as a function of new records.
+
+    Compiles the logp graph of the weighted (and censored) observed variable exactly as the
+    sampler sees it, with the records and weights replaced by inputs: an audit tool for
+    computing privacy losses on neighbouring datasets without rebuilding the model.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        Built with :func:`weighted_observed`.
+
+    Returns
+    -------
+    callable
+        ``f(params, x, weights) -> numpy.ndarray``: ``params`` maps each free variable's name to
+        its (untransformed) value; ``x`` and ``weights`` are arrays of records and their weights.
+    """
+    name = observed_name(model)
+    rv = model[name]
+    graph = model.logp(vars=[rv], sum=False, jacobian=False)[0]
+    value = model.rvs_to_values[rv]
+    wdata = model[f"{name}_weights"]
+    x = pt.TensorType(value.dtype, shape=(None,) * value.ndim)(name="x")
+    w = pt.TensorType(wdata.dtype, shape=(None,) * wdata.ndim)(name="w")
+    repl = {value: x, wdata: w}
+    thetas = []
+    for free in model.free_RVs:
+        v = model.rvs_to_values[free]
+        theta = free.type(name=free.name)
+        transform = model.rvs_to_transforms.get(free)
+        repl[v] = theta if transform is None else transform.forward(theta, *free.owner.inputs)
+        thetas.append(theta)
+    # rebuild_strict=False recomputes every output type, so the record axis is no longer
+    # pinned to the n of the model's own data
+    out = pytensor.graph.replace.clone_replace(graph, repl, rebuild_strict=False)
+    fn = pytensor.function(thetas + [x, w], out, on_unused_input="ignore")
+    names = [t.name for t in thetas]
+
+    def contributions(params: Mapping[str, Any], x_new, weights_new) -> np.ndarray:
+        return np.asarray(fn(*(np.asarray(params[k]) for k in names),
+                             np.asarray(x_new, dtype=x.dtype),
+                             np.asarray(weights_new, dtype=w.dtype)))
+
+    return contributions
+
+
+def _neighbour_datasets(data) -> list:
+    """Two neighbours of ``data``: its first record replaced by an extreme one, and its last
+    record removed."""
+    if isinstance(data, pd.DataFrame):
+        num = data.select_dtypes("number")
+        key = (num.iloc[:, 0].to_numpy(float) if num.shape[1] else np.arange(len(data)))
+        far = int(np.nanargmax(np.abs(key - key[0])))
+        changed = data.copy()
+        changed.iloc[0] = data.iloc[far]
+        return [changed, data.iloc[:-1]]
+    arr = np.asarray(data)
+    flat = arr.astype(float).ravel() if arr.ndim == 1 else arr[:, 0].astype(float)
+    far = int(np.nanargmax(np.abs(flat - flat[0])))
+    changed = arr.copy()
+    changed[0] = arr[far]
+    return [changed, arr[:-1]]
+
+
+def data_dependent_priors(factory: Callable[..., pm.Model], data,
+                          factory_kwargs: Mapping[str, Any] | None = None) -> list[str]:
+    """Free variables whose prior changes when one record changes: priors built from the data.
+
+    Builds the model on ``data`` and on two neighbours (the first record replaced by the
+    record farthest from it, and the last record removed), and compares each free variable's
+    prior log-density at the first model's initial point. A prior computed from the data (a mean,
+    a standard deviation) almost always shifts; one computed from a statistic that these two
+    neighbours leave unchanged would not be detected, so this is a guard, not a proof.
+
+    Parameters
+    ----------
+    factory : callable
+        ``factory(data, weights=None, censor=None, **factory_kwargs) -> pm.Model``.
+    data : DataFrame or array
+    factory_kwargs : dict, optional
+
+    Returns
+    -------
+    list of str
+        Names of the variables whose prior depends on the data (empty when none is detected).
+    """
+    kw = dict(factory_kwargs or {})
+    base = factory(data, None, None, **kw)
+    point = base.initial_point()
+    names = [rv.name for rv in base.free_RVs]
+    ref = base.compile_logp(vars=base.free_RVs, sum=False, jacobian=False)(point)
+    found: set[str] = set()
+    for other_data in _neighbour_datasets(data):
+        other = factory(other_data, None, None, **kw)
+        if [rv.name for rv in other.free_RVs] != names:
+            found.add("(the set of parameters)")
+            continue
+        other_point = {k: v for k, v in point.items()}
+        if any(np.shape(other.initial_point()[k]) != np.shape(v) for k, v in point.items()):
+            continue  # parameters sized by n (random effects): not comparable this way
+        got = other.compile_logp(vars=other.free_RVs, sum=False, jacobian=False)(other_point)
+        for name, a, b in zip(names, ref, got):
+            if not np.allclose(a, b, rtol=1e-10, atol=1e-12):
+                found.add(name)
+    return sorted(found)
 
 
 # ------------------------------------------------------------------------------ base models
@@ -202,6 +422,10 @@ def beta_mixture(
     column : str, optional
         Column of ``data`` (when it has several).
     n_components : int, default 2
+    shape_mu, shape_sigma : float
+        Normal prior of every log shape parameter (fixed numbers, as a DP guarantee needs).
+    concentration : float
+        Symmetric Dirichlet parameter of the mixture weights.
 
     Returns
     -------
@@ -241,16 +465,45 @@ def negative_binomial(
     censor: float | None = None,
     *,
     column: str | None = None,
-    mu_prior: float = 10.0,
+    log_mu_mean: float = 1.0,
+    log_mu_sigma: float = 2.0,
+    alpha_sigma: float = 10.0,
 ) -> pm.Model:
-    """Negative-binomial model for counts: ``y_i ~ NB(mu, alpha)``,
-    ``log mu ~ N(log(mean y), 1)``, ``alpha ~ HalfNormal(mu_prior)``."""
+    """Negative-binomial model for counts.
+
+    ``y_i ~ NB(mu, alpha)``, ``log mu ~ N(log_mu_mean, log_mu_sigma^2)``,
+    ``alpha ~ HalfNormal(alpha_sigma)``. The hyperparameters are fixed numbers, never computed
+    from the data (the default puts 95% prior mass on mu between about 0.05 and 150), as a
+    differential-privacy guarantee requires; set them from public knowledge or a reference
+    dataset.
+
+    Parameters
+    ----------
+    data : DataFrame or array
+        Non-negative integer counts.
+    weights, censor
+        See :func:`weighted_observed`.
+    column : str, optional
+    log_mu_mean, log_mu_sigma : float
+        Normal prior of log mu.
+    alpha_sigma : float
+        Scale of the half-normal prior of the dispersion alpha.
+
+    Returns
+    -------
+    pymc.Model
+        Free ``log_mu``, ``alpha``; observed ``y``.
+    """
     y = _column(data, column)
     if np.any(y < 0) or np.any(y != np.round(y)):
         raise ColumnTypeError("negative_binomial needs non-negative integer counts.")
+    for label, value in (("log_mu_sigma", log_mu_sigma), ("alpha_sigma", alpha_sigma)):
+        if not (np.isfinite(value) and value > 0):
+            raise InvalidParameterError(f"{label} must be positive; got {value!r}.",
+                                        column=label)
     with pm.Model(coords={"record": np.arange(len(y))}) as model:
-        log_mu = pm.Normal("log_mu", float(np.log(y.mean() + 0.5)), 1.0)
-        alpha = pm.HalfNormal("alpha", mu_prior)
+        log_mu = pm.Normal("log_mu", float(log_mu_mean), float(log_mu_sigma))
+        alpha = pm.HalfNormal("alpha", float(alpha_sigma))
         mu = pt.exp(log_mu)
 
         def base(mu, alpha, size=None):
@@ -268,28 +521,64 @@ def linear_regression(
     *,
     response: str,
     predictors: Sequence[str],
+    intercept_sigma: float = 10.0,
     beta_sigma: float = 10.0,
+    sigma_sigma: float = 10.0,
+    center: Sequence[float] | None = None,
+    scale: Sequence[float] | None = None,
 ) -> pm.Model:
-    """Normal linear regression ``y ~ N(b0 + X b, sigma)`` with weak normal priors (predictors
-    standardised inside the model) and ``sigma ~ HalfNormal(sd(y))``. The synthetic records
-    redraw the response at the real predictors (partially synthetic data)."""
+    """Normal linear regression ``y ~ N(b0 + X b, sigma)``: partially synthetic responses.
+
+    Priors ``b0 ~ N(0, intercept_sigma)``, ``b ~ N(0, beta_sigma)``,
+    ``sigma ~ HalfNormal(sigma_sigma)`` with fixed hyperparameters; predictors are used as
+    given, or as ``(X - center) / scale`` with public ``center`` and ``scale`` (never the data's
+    own moments). The synthetic records redraw the response at the real predictors, which are
+    released unchanged: no differential-privacy mechanism can bound that release, so the DP
+    mechanisms refuse this model (the weighted mechanisms, which state no guarantee, accept it).
+
+    Parameters
+    ----------
+    data : DataFrame
+    weights, censor
+        See :func:`weighted_observed`.
+    response : str
+    predictors : sequence of str
+    intercept_sigma, beta_sigma, sigma_sigma : float
+        Prior scales.
+    center, scale : sequence of float, optional
+        Public centring and scaling of each predictor.
+
+    Returns
+    -------
+    pymc.Model
+        Free ``intercept``, ``beta`` (dims ``predictor``), ``sigma``; observed ``y``.
+    """
     if not isinstance(data, pd.DataFrame):
         raise InputTypeError("linear_regression takes a DataFrame.")
     y = _column(data, response)
     X = data[list(predictors)].to_numpy(dtype=float)
     if np.any(~np.isfinite(X)):
         raise ColumnTypeError("Predictors must be finite (no missing values).")
-    Xs = (X - X.mean(0)) / np.where(X.std(0) > 0, X.std(0), 1.0)
+    p = X.shape[1]
+    c = np.zeros(p) if center is None else np.asarray(center, dtype=float)
+    sc = np.ones(p) if scale is None else np.asarray(scale, dtype=float)
+    if c.shape != (p,) or sc.shape != (p,) or np.any(sc <= 0):
+        raise InvalidParameterError(f"center and scale need one value per predictor ({p}), "
+                                    "scale positive.", column="scale")
+    Xs = (X - c) / sc
     coords = {"record": np.arange(len(y)), "predictor": list(predictors)}
     with pm.Model(coords=coords) as model:
-        b0 = pm.Normal("intercept", float(y.mean()), beta_sigma * (y.std() or 1.0))
-        b = pm.Normal("beta", 0.0, beta_sigma * (y.std() or 1.0), dims="predictor")
-        sigma = pm.HalfNormal("sigma", float(y.std() or 1.0))
+        b0 = pm.Normal("intercept", 0.0, float(intercept_sigma))
+        b = pm.Normal("beta", 0.0, float(beta_sigma), dims="predictor")
+        sigma = pm.HalfNormal("sigma", float(sigma_sigma))
         mu = b0 + pt.dot(Xs, b)
 
         def base(mu, sigma, size=None):
             return pm.Normal.dist(mu, sigma, size=size)
 
         weighted_observed("y", base, [mu, sigma], y, weights=weights, censor=censor,
-                          dims="record")
+                          dims="record",
+                          dp_refusal="its synthetic records redraw the response at the real "
+                                     "predictors, which are released unchanged (partially "
+                                     "synthetic data); no epsilon bounds that release")
     return model

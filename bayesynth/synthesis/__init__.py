@@ -14,11 +14,13 @@ from bayesynth.synthesis.marginals import DiscreteMarginal, SmoothMarginal
 from bayesynth.synthesis.pseudo_posterior import (
     MECHANISMS,
     PerturbedHistogramSynthesizer,
+    PseudoPosteriorDiagnostics,
     PseudoPosteriorSynthesizer,
     WeightCalibration,
     calibrate_weights,
     fit_mechanisms,
     lipschitz_bound,
+    local_epsilon,
     privacy_weights,
 )
 from bayesynth.synthesis.saturated import synthesize_dense, synthesize_table
@@ -34,6 +36,8 @@ __all__ = [
     "CartSynthesizer",
     "PseudoPosteriorSynthesizer",
     "PerturbedHistogramSynthesizer",
+    "PseudoPosteriorDiagnostics",
+    "local_epsilon",
     "WeightCalibration",
     "calibrate_weights",
     "fit_mechanisms",

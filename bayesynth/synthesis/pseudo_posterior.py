@@ -5,27 +5,45 @@ factory ``factory(data, weights=None, censor=None, **kwargs) -> pm.Model`` whose
 built with :func:`bayesynth.models.pseudo_posterior.weighted_observed`:
 
 ``unweighted``
-    alpha_i = 1: the ordinary posterior.
+    alpha_i = 1: the ordinary posterior. No privacy guarantee.
 ``weighted``
-    Fit the unweighted model; for each record s_i = sup over posterior draws of
-    |f_theta(x_i)|; alpha_i decreasing in s_i, scaled into [0, 1] (see :func:`privacy_weights`;
-    alpha_i = 0 when s_i is not finite), then ``clip(c1 * alpha_i + c2, 0, 1)``; refit.
+    Fit the unweighted model; for each record s_i = sup over posterior draws of |f_theta(x_i)|;
+    alpha_i decreasing in s_i, scaled into [0, 1] (see :func:`privacy_weights`), then
+    ``clip(c1 * alpha_i + c2, 0, 1)``; refit. No epsilon is stated: the weights bound the
+    Lipschitz constant locally to this dataset only.
 ``weighted_e``
-    As ``weighted``, then every record with sup_theta alpha_i |f_theta(x_i)| > epsilon/2 under the
-    weighted fit gets alpha_i = 0 (truncation; the absolute value as in the Lipschitz bound);
-    refit.
-``censor_uw``, ``censor_w``
-    The unweighted (respectively weighted, alpha_i f_theta(x_i)) log-likelihood of each record is
-    censored into [-epsilon/2, epsilon/2]; strict epsilon-DP. A record counts as censored when its
-    contribution exceeds epsilon/2 at some posterior draw.
+    As ``weighted``, then every record with sup_theta alpha_i |f_theta(x_i)| > c under the
+    weighted fit gets alpha_i = 0 (truncation); refit. Local / asymptotic guarantee only.
+``censor_uw``
+    Each record's log-likelihood is censored into [-c, c] with c from
+    :func:`bayesynth.privacy.censor_bound` (epsilon/4 under change-one neighbours, epsilon/2
+    under add/remove): one posterior draw is strictly epsilon-DP.
+``censor_w``
+    Each weighted contribution alpha_i f_theta(x_i) is censored into [-c, c]. Strictly
+    epsilon-DP only when the weights do not depend on the confidential data: a
+    :class:`WeightCalibration` fitted on reference (public or historical) data, which turns
+    each record's value into its weight, or weights the user supplies. With weights fitted on
+    the confidential data itself (the paper's default), changing one record moves every other
+    weight, and the guarantee is only local / asymptotic: the result says so.
 
-Each fit reports the Lipschitz bound Delta = sup over draws and records of
-|alpha_i f_theta(x_i)| (censored where censoring applies), the local epsilon_x = 2 Delta, and how
-many records were truncated or censored.
+What the guarantee assumes, and what it costs (all recorded in :attr:`ledger_`):
+
+* the prior has fixed, public hyperparameters and the model releases nothing but draws from its
+  posterior predictive (both checked at ``fit``);
+* the exponential-mechanism argument holds for *exact* draws from the pseudo posterior; MCMC
+  draws approximate them;
+* each synthetic dataset comes from its own posterior draw, so m datasets cost m epsilon
+  (sequential composition); ``m = 1`` is the default;
+* under add/remove neighbours n is private: give ``n_rows``.
+
+What is *not* releasable: everything in :attr:`PseudoPosteriorSynthesizer.diagnostics_` (the
+weights, the empirical Lipschitz bound, the empirical local epsilon and the number of censored
+records are computed from the confidential data), and the posterior itself (``idata_``).
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,9 +52,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pymc as pm
+import xarray as xr
 
-from bayesynth.errors import NotFittedError, SchemaError
-from bayesynth.models.pseudo_posterior import observed_name, record_loglik
+from bayesynth._io import atomic_write
+from bayesynth.errors import (
+    InvalidParameterError,
+    NotFittedError,
+    PrivacyGuaranteeError,
+)
+from bayesynth.models.pseudo_posterior import (
+    data_dependent_priors,
+    observed_info,
+    observed_name,
+    record_loglik,
+)
+from bayesynth.privacy import Ledger, LedgerEntry, censor_bound, check_epsilon, check_neighbours
+from bayesynth.privacy.geometric import _add_noise, _rate
+from bayesynth.privacy.neighbours import histogram_sensitivity, release_rng
 from bayesynth.samplers.sampling import sample as bs_sample
 
 __all__ = [
@@ -44,13 +76,41 @@ __all__ = [
     "fit_mechanisms",
     "privacy_weights",
     "lipschitz_bound",
+    "local_epsilon",
     "PseudoPosteriorSynthesizer",
+    "PseudoPosteriorDiagnostics",
     "WeightCalibration",
     "calibrate_weights",
     "PerturbedHistogramSynthesizer",
 ]
 
 MECHANISMS = ("unweighted", "weighted", "weighted_e", "censor_uw", "censor_w")
+_NEEDS_EPSILON = ("weighted_e", "censor_uw", "censor_w")
+_ASSUMES = ("fixed public priors; the released data are draws from the posterior predictive; "
+            "exact posterior draws assumed (MCMC approximates them)")
+
+
+# ----------------------------------------------------------------------------- weights and bounds
+
+
+def _weights_from_bounds(s: np.ndarray, lo: float, hi: float, c1: float, c2: float
+                         ) -> np.ndarray:
+    """alpha = clip(c1 (hi - s) / (hi - lo) + c2, 0, 1), 0 where s is not finite."""
+    s = np.asarray(s, dtype=float)
+    finite = np.isfinite(s)
+    alpha = np.zeros_like(s)
+    if hi > lo:
+        alpha[finite] = np.clip((hi - s[finite]) / (hi - lo), 0.0, 1.0)
+    else:
+        alpha[finite] = 1.0
+    alpha = np.clip(c1 * alpha + c2, 0.0, 1.0)
+    alpha[~finite] = 0.0
+    return alpha
+
+
+def _record_bounds(loglik: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.max(np.abs(loglik), axis=0)
 
 
 def privacy_weights(loglik: np.ndarray, c1: float = 1.0, c2: float = 0.0) -> np.ndarray:
@@ -64,65 +124,265 @@ def privacy_weights(loglik: np.ndarray, c1: float = 1.0, c2: float = 0.0) -> np.
     s_i near 0 then dominates and almost every weight collapses to 0 (on Beta(0.5, 3) data,
     max-ECDF 0.32 against 0.03 unweighted).
 
+    Weights computed this way depend on every record (through the fit and through min and max
+    of s): they give only a local / asymptotic guarantee. :class:`WeightCalibration` gives
+    weights that depend on each record alone.
+
+    Parameters
+    ----------
+    loglik : numpy.ndarray, shape (S, n)
+    c1, c2 : float
+        Scale and shift.
+
     Returns
     -------
     numpy.ndarray, shape (n,)
     """
-    with np.errstate(invalid="ignore", over="ignore"):
-        s = np.max(np.abs(loglik), axis=0)
+    s = _record_bounds(loglik)
     finite = np.isfinite(s)
-    alpha = np.zeros_like(s, dtype=float)
-    if finite.any():
-        lo, hi = s[finite].min(), s[finite].max()
-        alpha[finite] = (hi - s[finite]) / (hi - lo) if hi > lo else 1.0
-    alpha = np.clip(c1 * alpha + c2, 0.0, 1.0)
-    alpha[~finite] = 0.0
-    return alpha
+    lo, hi = (s[finite].min(), s[finite].max()) if finite.any() else (0.0, 0.0)
+    return _weights_from_bounds(s, lo, hi, c1, c2)
 
 
 def lipschitz_bound(loglik: np.ndarray, weights: np.ndarray,
                     censor: float | None = None) -> float:
-    """Delta = max over draws s and records i of |alpha_i f_s(x_i)|, the weighted contribution
-    censored into [-epsilon/2, epsilon/2] when ``censor`` (epsilon) is given. Records with
-    weight 0 contribute 0."""
+    """Empirical per-record bound: max over draws s and records i of |alpha_i f_s(x_i)|.
+
+    Censored at ``censor`` (the bound c) where censoring applies; records with weight 0
+    contribute 0. Computed from the confidential data: a diagnostic, not a guarantee.
+
+    Parameters
+    ----------
+    loglik : numpy.ndarray, shape (S, n)
+    weights : numpy.ndarray, shape (n,)
+    censor : float, optional
+
+    Returns
+    -------
+    float
+    """
     with np.errstate(invalid="ignore"):
         prod = np.where(weights[None, :] > 0, np.abs(loglik) * weights[None, :], 0.0)
     if censor is not None:
-        prod = np.minimum(prod, censor / 2)
+        prod = np.minimum(prod, censor)
     return float(np.nanmax(prod)) if prod.size else 0.0
 
 
-@dataclass(frozen=True)
+def local_epsilon(delta: float, neighbours: str = "change_one") -> float:
+    """The epsilon a per-record bound ``delta`` would give if it held for every dataset.
+
+    The inverse of :func:`bayesynth.privacy.censor_bound`: 4 delta under change-one neighbours,
+    2 delta under add/remove (the paper's ``epsilon_x = 2 Delta`` is the add/remove figure).
+
+    Parameters
+    ----------
+    delta : float
+    neighbours : {"change_one", "add_remove"}
+
+    Returns
+    -------
+    float
+    """
+    return float(delta) * (4.0 if check_neighbours(neighbours) == "change_one" else 2.0)
+
+
+# ----------------------------------------------------------------------------- calibration
+
+
+@dataclass(eq=False)
 class WeightCalibration:
-    """Settings calibrated on a reference dataset, reused with censoring on later datasets.
+    """A weight function fitted on reference data, for strict censor_w releases.
+
+    The weight of a record depends on that record alone: ``s(x) = max |f_theta(x)|`` over the
+    posterior draws of an unweighted fit to the *reference* data (public, or a historical
+    release), then ``alpha(x) = clip(c1 clip((s_high - s(x)) / (s_high - s_low), 0, 1) + c2,
+    0, 1)`` with ``s_low``, ``s_high`` the range of s over the reference records. Because no
+    other confidential record enters alpha(x), censoring at c makes each draw strictly
+    epsilon-DP (Hu, Savitsky & Williams 2022 recommend a historical database for this step).
 
     Attributes
     ----------
     c1, c2 : float
-        Scale and shift of the weights.
+        Scale and shift of the weights (c1 chosen on the reference data).
     epsilon : float
         The privacy target; later fits censor at it.
-    reference_epsilon : float
-        The local epsilon_x the weighted mechanism reached on the reference data.
+    neighbours : str
+    s_low, s_high : float
+    reference_draws : xarray.Dataset
+        Posterior draws of the reference fit (dim ``sample``).
+    reference_local_epsilon : float
+        :func:`local_epsilon` of the weighted fit on the reference data.
+    n_reference : int
     """
 
     c1: float
     c2: float
     epsilon: float
-    reference_epsilon: float
+    neighbours: str
+    s_low: float
+    s_high: float
+    reference_draws: xr.Dataset = field(repr=False)
+    reference_local_epsilon: float = math.nan
+    n_reference: int = 0
+
+    def weights(self, model: pm.Model) -> np.ndarray:
+        """The weights of the records a model was built on (one per record).
+
+        Parameters
+        ----------
+        model : pymc.Model
+            Built by the same factory as the reference fit.
+
+        Returns
+        -------
+        numpy.ndarray
+        """
+        loglik = record_loglik(model, self.reference_draws)
+        return _weights_from_bounds(_record_bounds(loglik), self.s_low, self.s_high, self.c1,
+                                    self.c2)
+
+    def save(self, path) -> None:
+        """Write the calibration as netCDF (draws) with its settings as attributes."""
+        ds = self.reference_draws.copy()
+        ds.attrs = {"c1": self.c1, "c2": self.c2, "epsilon": self.epsilon,
+                    "neighbours": self.neighbours, "s_low": self.s_low, "s_high": self.s_high,
+                    "reference_local_epsilon": self.reference_local_epsilon,
+                    "n_reference": self.n_reference, "bayesynth_object": "WeightCalibration"}
+        atomic_write(path, lambda p: ds.to_netcdf(p, engine="h5netcdf"))
+
+    @classmethod
+    def load(cls, path) -> WeightCalibration:
+        """Read a calibration written by :meth:`save`."""
+        with xr.open_dataset(path, engine="h5netcdf") as ds:
+            ds = ds.load()
+        a = dict(ds.attrs)
+        ds.attrs = {}
+        return cls(float(a["c1"]), float(a["c2"]), float(a["epsilon"]), str(a["neighbours"]),
+                   float(a["s_low"]), float(a["s_high"]), ds,
+                   float(a["reference_local_epsilon"]), int(a["n_reference"]))
+
+
+def _draw_subset(idata, max_draws: int | None, seed) -> xr.Dataset:
+    post = idata.posterior.stack(sample=("chain", "draw"))
+    S = post.sizes["sample"]
+    idx = np.arange(S)
+    if max_draws is not None and max_draws < S:
+        idx = np.sort(np.random.default_rng(seed).choice(S, max_draws, replace=False))
+    sub = post.isel(sample=idx).drop_vars(["sample", "chain", "draw"])
+    return sub.assign_coords(sample=np.arange(len(idx)))
+
+
+def calibrate_weights(
+    reference_data,
+    factory: Callable[..., pm.Model],
+    epsilon: float,
+    *,
+    neighbours: str = "change_one",
+    c2: float = 0.0,
+    c1_grid: tuple[float, ...] = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3),
+    draws: int = 500,
+    tune: int = 500,
+    chains: int = 2,
+    random_seed: int | None = None,
+    factory_kwargs: dict[str, Any] | None = None,
+    max_loglik_draws: int = 500,
+) -> WeightCalibration:
+    """Fit a record-level weight function on reference data (the periodic-release recipe).
+
+    The unweighted model is fitted to ``reference_data``; its draws define each record's bound
+    s(x) and the range (s_low, s_high). The weighted mechanism is then fitted on the reference
+    data for each c1 in ``c1_grid`` (largest first), and the first c1 whose
+    :func:`local_epsilon` is at most ``epsilon`` is kept (the smallest tried if none is), so
+    that censoring rarely binds on data like the reference. Use the result with
+    ``PseudoPosteriorSynthesizer(mechanism="censor_w", calibration=...)`` on confidential data:
+    the weights then depend on each record alone and the release is strictly epsilon-DP.
+
+    Parameters
+    ----------
+    reference_data : DataFrame or array
+        Public or historical data (not the confidential data to be released).
+    factory : callable
+    epsilon : float
+    neighbours : {"change_one", "add_remove"}, default "change_one"
+    c2 : float, default 0
+    c1_grid : tuple of float
+    draws, tune, chains : int
+    random_seed : int, optional
+        Seeds the reference fits (the reference data are not confidential).
+    factory_kwargs : dict, optional
+    max_loglik_draws : int, default 500
+        Reference draws kept to evaluate s(x).
+
+    Returns
+    -------
+    WeightCalibration
+    """
+    epsilon = check_epsilon(epsilon)
+    check_neighbours(neighbours)
+    if not c1_grid:
+        raise InvalidParameterError("c1_grid is empty; give at least one scale.",
+                                    column="c1_grid")
+    kw = dict(factory_kwargs or {})
+    seeds = np.random.SeedSequence(random_seed).generate_state(len(c1_grid) + 1)
+    model = factory(reference_data, None, None, **kw)
+    idata = _sample(model, draws, tune, chains, int(seeds[0]), False)
+    ref_draws = _draw_subset(idata, max_loglik_draws, int(seeds[0]))
+    s = _record_bounds(record_loglik(model, ref_draws))
+    finite = s[np.isfinite(s)]
+    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 0.0)
+    best = None
+    for c1, seed in zip(c1_grid, seeds[1:]):
+        w = _weights_from_bounds(s, lo, hi, c1, c2)
+        wmodel = factory(reference_data, w, None, **kw)
+        widata = _sample(wmodel, draws, tune, chains, int(seed), False)
+        L = record_loglik(wmodel, widata, max_draws=max_loglik_draws, random_seed=int(seed))
+        loc = local_epsilon(lipschitz_bound(L, w), neighbours)
+        best = WeightCalibration(float(c1), float(c2), epsilon, neighbours, lo, hi, ref_draws,
+                                 loc, int(len(s)))
+        if loc <= epsilon:
+            break
+    return best
+
+
+# ----------------------------------------------------------------------------- the synthesizer
 
 
 @dataclass
-class PseudoPosteriorResult:
-    """What a pseudo-posterior fit reports."""
+class PseudoPosteriorDiagnostics:
+    """What a pseudo-posterior fit reports. Computed from the confidential data: NOT releasable.
+
+    Attributes
+    ----------
+    mechanism : str
+    weights : numpy.ndarray
+        The record weights used in the final fit.
+    empirical_delta : float
+        max over posterior draws and records of |alpha_i f_theta(x_i)| (censored where
+        censoring applies): an after-the-fact statistic over the draws, not a bound over the
+        parameter space (on a grid it can be far larger).
+    empirical_local_epsilon : float
+        :func:`local_epsilon` of ``empirical_delta``: the paper's epsilon_x. Not a guarantee.
+    n_truncated : int
+        Records given weight 0 by ``weighted_e``.
+    n_censored : int
+        Records whose contribution reaches the censoring bound at some draw.
+    idata : arviz.InferenceData
+    """
 
     mechanism: str
     weights: np.ndarray
-    delta: float
-    epsilon_x: float
+    empirical_delta: float
+    empirical_local_epsilon: float
     n_truncated: int
     n_censored: int
     idata: Any = field(repr=False)
+
+
+def _sample(model, draws, tune, chains, seed, progressbar):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return bs_sample(model, draws=draws, tune=tune, chains=chains, random_seed=seed,
+                         progressbar=progressbar)
 
 
 class PseudoPosteriorSynthesizer:
@@ -135,38 +395,62 @@ class PseudoPosteriorSynthesizer:
         :func:`~bayesynth.models.pseudo_posterior.beta_mixture`).
     mechanism : {"unweighted", "weighted", "weighted_e", "censor_uw", "censor_w"}
     epsilon : float, optional
-        Privacy target (needed by ``weighted_e`` and the censored mechanisms).
+        Privacy target (needed by ``weighted_e`` and the censored mechanisms): the loss of each
+        synthetic dataset under ``neighbours``.
+    neighbours : {"change_one", "add_remove"}, default "change_one"
+        Sets the censoring bound c = epsilon/4 (change-one) or epsilon/2 (add/remove).
     c1, c2 : float
-        Scale and shift of the weights (``weighted``, ``weighted_e``, ``censor_w``).
+        Scale and shift of data-fitted weights (``weighted``, ``weighted_e``, ``censor_w``
+        without calibration or weights).
     calibration : WeightCalibration, optional
-        Overrides c1, c2 and epsilon (the periodic-release recipe).
+        With ``censor_w``: weights from a function fitted on reference data (strict guarantee).
+        Its epsilon and neighbours are used.
+    weights : numpy.ndarray, optional
+        With ``censor_w``: fixed weights in [0, 1], one per record, which the user states were
+        set independently of the confidential data (strict guarantee under that assumption).
     draws, tune, chains : int
     random_seed : int, optional
+        Seeds the MCMC. For the privacy mechanisms a fixed seed warns (:class:`PrivacyWarning`);
+        leave it None for a real release.
     factory_kwargs : dict, optional
     max_loglik_draws : int, default 500
-        Posterior draws at which record log-likelihoods are evaluated for the weights and Delta.
+        Posterior draws at which record log-likelihoods are evaluated (weights, diagnostics).
     progressbar : bool, default False
+    check_priors : bool, default True
+        Refuse a model whose priors move with the data (:func:`data_dependent_priors`) when
+        the mechanism states a guarantee.
 
     Attributes
     ----------
-    result_ : PseudoPosteriorResult
-        Weights, Delta, epsilon_x = 2 Delta, truncation and censoring counts, the final fit.
-    unweighted_ : PseudoPosteriorResult
-        The first (unweighted) fit, with its own Delta.
+    model_ : pymc.Model
+    idata_ : arviz.InferenceData
+        The final fit (confidential).
+    guarantee_ : LedgerEntry
+        What one synthetic dataset costs and why (epsilon ``inf`` when there is no guarantee).
+    diagnostics_ : PseudoPosteriorDiagnostics
+        Confidential diagnostics of the final fit.
+    unweighted_diagnostics_ : PseudoPosteriorDiagnostics or None
+        Of the unweighted fit, when one was made.
+    ledger_ : Ledger
+        One entry per released synthetic dataset.
     """
 
     def __init__(self, factory: Callable[..., pm.Model], *, mechanism: str = "weighted",
-                 epsilon: float | None = None, c1: float = 1.0, c2: float = 0.0,
-                 calibration: WeightCalibration | None = None, draws: int = 1000,
+                 epsilon: float | None = None, neighbours: str = "change_one",
+                 c1: float = 1.0, c2: float = 0.0,
+                 calibration: WeightCalibration | None = None,
+                 weights: np.ndarray | None = None, draws: int = 1000,
                  tune: int = 1000, chains: int = 2, random_seed: int | None = None,
                  factory_kwargs: dict[str, Any] | None = None, max_loglik_draws: int = 500,
-                 progressbar: bool = False):
+                 progressbar: bool = False, check_priors: bool = True):
         self.factory = factory
         self.mechanism = mechanism
         self.epsilon = epsilon
+        self.neighbours = neighbours
         self.c1 = c1
         self.c2 = c2
         self.calibration = calibration
+        self.weights = weights
         self.draws = draws
         self.tune = tune
         self.chains = chains
@@ -174,89 +458,279 @@ class PseudoPosteriorSynthesizer:
         self.factory_kwargs = factory_kwargs
         self.max_loglik_draws = max_loglik_draws
         self.progressbar = progressbar
+        self.check_priors = check_priors
 
-    def _settings(self) -> tuple[float, float, float | None]:
-        if self.mechanism not in MECHANISMS:
-            raise SchemaError(f"mechanism must be one of {MECHANISMS}; got {self.mechanism!r}.")
-        c1, c2, eps = self.c1, self.c2, self.epsilon
+    # ------------------------------------------------------------------------- settings
+
+    def _settings(self) -> tuple[str, float | None, str]:
+        mech = self.mechanism
+        if mech not in MECHANISMS:
+            raise InvalidParameterError(f"mechanism must be one of {MECHANISMS}; got {mech!r}.",
+                                        column="mechanism")
+        eps, nb = self.epsilon, self.neighbours
         if self.calibration is not None:
-            c1, c2, eps = self.calibration.c1, self.calibration.c2, self.calibration.epsilon
-        if self.mechanism in ("weighted_e", "censor_uw", "censor_w") and not (
-                eps is not None and eps > 0):
-            raise SchemaError(f"mechanism '{self.mechanism}' needs a positive epsilon.")
-        return c1, c2, eps
+            if mech != "censor_w":
+                raise InvalidParameterError(
+                    f"A WeightCalibration sets the weights of mechanism='censor_w'; got "
+                    f"mechanism={mech!r}.", column="calibration")
+            if self.weights is not None:
+                raise InvalidParameterError("Give calibration or weights, not both.",
+                                            column="weights")
+            if eps is not None and not math.isclose(eps, self.calibration.epsilon):
+                raise InvalidParameterError(
+                    f"epsilon = {eps!r} differs from the calibration's "
+                    f"{self.calibration.epsilon!r}; leave epsilon unset or recalibrate.",
+                    column="epsilon")
+            eps, nb = self.calibration.epsilon, self.calibration.neighbours
+            if self.neighbours != nb:
+                raise InvalidParameterError(
+                    f"neighbours = {self.neighbours!r} but the calibration was made for "
+                    f"{nb!r}; recalibrate for {self.neighbours!r}.", column="neighbours")
+        if self.weights is not None and mech != "censor_w":
+            raise InvalidParameterError(f"Fixed weights are for mechanism='censor_w'; got "
+                                        f"{mech!r}.", column="weights")
+        check_neighbours(nb)
+        if mech in _NEEDS_EPSILON:
+            if eps is None:
+                raise InvalidParameterError(f"mechanism '{mech}' needs epsilon (a positive "
+                                            "finite number).", column="epsilon")
+            eps = check_epsilon(eps)
+        return mech, eps, nb
+
+    def _guarantee(self, mech: str, eps: float | None, nb: str) -> LedgerEntry:
+        c = None if eps is None else censor_bound(eps, nb)
+        label = {"unweighted": "posterior (unweighted)", "weighted": "weighted pseudo posterior",
+                 "weighted_e": "weighted pseudo posterior, truncated",
+                 "censor_uw": "censored pseudo posterior (unweighted)",
+                 "censor_w": "censored pseudo posterior (weighted)"}[mech]
+        if mech == "unweighted":
+            return LedgerEntry("", label, nb, math.inf, "none",
+                               why="the ordinary posterior: the log-likelihood is unbounded")
+        if mech == "weighted":
+            return LedgerEntry("", label, nb, math.inf, "none",
+                               why="weights fitted on the confidential data bound the Lipschitz "
+                                   "constant locally to this dataset only; no epsilon is stated "
+                                   "(the empirical local epsilon is confidential, not a bound)")
+        if mech == "weighted_e":
+            return LedgerEntry("", label, nb, eps, "local",
+                               why=f"records above c = {c:.4g} truncated to weight 0, weights "
+                                   "fitted on the confidential data: asymptotic DP (Savitsky et "
+                                   "al. 2022), not strict")
+        bound = f"each record's contribution censored into [-{c:.4g}, {c:.4g}]; {_ASSUMES}"
+        sens = 2 * c if nb == "change_one" else c  # of the log pseudo likelihood, sum over records
+        if mech == "censor_uw":
+            return LedgerEntry("", label, nb, eps, "strict", sensitivity=sens, why=bound)
+        if self.calibration is not None:
+            return LedgerEntry("", label, nb, eps, "strict", sensitivity=sens,
+                               why=f"{bound}; weights from a function calibrated on reference "
+                                   "data (each depends on its own record only)")
+        if self.weights is not None:
+            return LedgerEntry("", label, nb, eps, "strict", sensitivity=sens,
+                               why=f"{bound}; weights supplied by the user, assumed fixed "
+                                   "independently of the confidential data")
+        return LedgerEntry("", label, nb, eps, "local", sensitivity=sens,
+                           why="weights fitted on the confidential data: changing one record "
+                               "moves every other weight, so censoring alone does not give "
+                               "epsilon-DP (local / asymptotic only); calibrate the weights on "
+                               "reference data (calibrate_weights) or supply fixed weights for a "
+                               "strict guarantee")
+
+    def _check_model(self, model: pm.Model, data, mech: str) -> None:
+        if mech not in _NEEDS_EPSILON:
+            return
+        info = observed_info(model)
+        if info.dp_refusal:
+            raise PrivacyGuaranteeError(
+                f"mechanism '{mech}' cannot give a privacy guarantee with this model: "
+                f"{info.dp_refusal}. Use a model whose synthetic records are drawn from its "
+                "posterior predictive alone.", column="factory")
+        if self.check_priors:
+            moved = data_dependent_priors(self.factory, data, self.factory_kwargs)
+            if moved:
+                raise PrivacyGuaranteeError(
+                    f"The prior of {moved} changes when one record changes: its "
+                    "hyperparameters are computed from the data, which makes the privacy loss "
+                    "unbounded (censoring bounds the likelihood only). Give fixed, public "
+                    "hyperparameters (defaults that need no data, or values from a reference "
+                    "dataset).", column="factory")
+
+    def _fixed_weights(self, data_model: pm.Model) -> np.ndarray | None:
+        if self.calibration is not None:
+            return self.calibration.weights(data_model)
+        if self.weights is not None:
+            w = np.asarray(self.weights, dtype=float)
+            n = len(observed_info(data_model).weights)
+            if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any((w < 0) | (w > 1)):
+                raise InvalidParameterError(
+                    f"weights must be {n} numbers in [0, 1] (one per record); got shape "
+                    f"{w.shape}.", column="weights")
+            return w
+        return None
+
+    # ------------------------------------------------------------------------- fitting
 
     def _fit_model(self, data, weights, censor, seed):
         model = self.factory(data, weights, censor, **(self.factory_kwargs or {}))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            idata = bs_sample(model, draws=self.draws, tune=self.tune, chains=self.chains,
-                              random_seed=seed, progressbar=self.progressbar)
+        idata = _sample(model, self.draws, self.tune, self.chains, seed, self.progressbar)
         L = record_loglik(model, idata, max_draws=self.max_loglik_draws, random_seed=seed)
         return model, idata, L
 
-    def fit(self, data) -> PseudoPosteriorSynthesizer:
-        """Fit the unweighted model, derive the weights, refit under the mechanism."""
-        c1, c2, eps = self._settings()
-        seeds = np.random.SeedSequence(self.random_seed).generate_state(3)
-        unweighted = self._fit_model(data, None, None, int(seeds[0]))
-        return self._finish(data, unweighted, None, seeds)
+    def build_model(self, data) -> pm.Model:
+        """The model the final fit samples (weights and censoring in place), for audits.
 
-    def _finish(self, data, unweighted, weighted, seeds) -> PseudoPosteriorSynthesizer:
-        """Complete a fit from the unweighted fit (and a weighted fit with these c1, c2, when
-        one is at hand: :func:`fit_mechanisms` shares them between mechanisms)."""
-        c1, c2, eps = self._settings()
-        model, idata, L = unweighted
-        ones = np.ones(L.shape[1])
-        d_uw = lipschitz_bound(L, ones)
-        self.unweighted_ = PseudoPosteriorResult("unweighted", ones, d_uw, 2 * d_uw, 0, 0,
-                                                 idata)
+        Available before :meth:`fit` for mechanisms whose weights do not come from a fit to
+        ``data`` (``unweighted``, ``censor_uw``, ``censor_w`` with a calibration or weights).
+
+        Parameters
+        ----------
+        data : DataFrame or array
+
+        Returns
+        -------
+        pymc.Model
+        """
+        mech, eps, nb = self._settings()
+        c = censor_bound(eps, nb) if mech in ("censor_uw", "censor_w") else None
+        kw = self.factory_kwargs or {}
+        if mech in ("unweighted", "censor_uw"):
+            return self.factory(data, None, c, **kw)
+        if mech == "censor_w" and (self.calibration is not None or self.weights is not None):
+            w = self._fixed_weights(self.factory(data, None, None, **kw))
+            return self.factory(data, w, c, **kw)
+        raise NotFittedError(f"mechanism '{mech}' fits its weights to the data: call fit(data) "
+                             "and use model_.")
+
+    def fit(self, data) -> PseudoPosteriorSynthesizer:
+        """Fit the mechanism to ``data`` (the confidential records).
+
+        Parameters
+        ----------
+        data : DataFrame or array
+
+        Returns
+        -------
+        PseudoPosteriorSynthesizer
+            ``self``.
+        """
+        mech, eps, nb = self._settings()
+        data_model = self.factory(data, None, None, **(self.factory_kwargs or {}))
+        self._check_model(data_model, data, mech)
+        self._seeded = False
+        if mech in _NEEDS_EPSILON:
+            _, self._seeded = release_rng(self.random_seed, f"PseudoPosteriorSynthesizer({mech})")
+        seeds = np.random.SeedSequence(self.random_seed).generate_state(3)
+        shared: dict[str, Any] = {"data_model": data_model}
+        return self._finish(data, shared, seeds)
+
+    def _needs_unweighted(self, mech: str) -> bool:
+        return mech in ("unweighted", "weighted", "weighted_e") or (
+            mech == "censor_w" and self.calibration is None and self.weights is None)
+
+    def _finish(self, data, shared: dict, seeds) -> PseudoPosteriorSynthesizer:
+        """Complete a fit, reusing the unweighted and weighted fits in ``shared`` where present
+        (:func:`fit_mechanisms` shares them between mechanisms)."""
+        mech, eps, nb = self._settings()
+        c = censor_bound(eps, nb) if eps is not None else None
         self._data = data
-        mech = self.mechanism
-        if mech == "unweighted":
-            self.model_, self.result_ = model, self.unweighted_
-            return self
-        w = ones if mech == "censor_uw" else privacy_weights(L, c1, c2)
-        censor = eps if mech in ("censor_uw", "censor_w") else None
-        if mech in ("weighted", "weighted_e") and weighted is not None:
-            model, idata, L2 = weighted
-        else:
-            model, idata, L2 = self._fit_model(data, w, censor, int(seeds[1]))
+        self._n = int(len(data))
+        self.unweighted_diagnostics_ = None
+        uw = None
+        if self._needs_unweighted(mech):
+            if "unweighted" not in shared:
+                shared["unweighted"] = self._fit_model(data, None, None, int(seeds[0]))
+            uw = shared["unweighted"]
+            ones = np.ones(uw[2].shape[1])
+            d = lipschitz_bound(uw[2], ones)
+            self.unweighted_diagnostics_ = PseudoPosteriorDiagnostics(
+                "unweighted", ones, d, local_epsilon(d, nb), 0, 0, uw[1])
         n_trunc = 0
-        if mech == "weighted_e":
-            over = np.max(np.abs(L2), axis=0) * w > eps / 2
-            n_trunc = int(over.sum())
-            w = np.where(over, 0.0, w)
-            model, idata, L2 = self._fit_model(data, w, None, int(seeds[2]))
-        delta = lipschitz_bound(L2, w, censor)
-        n_cens = int(np.sum(np.max(np.abs(L2), axis=0) * w > eps / 2)) if censor else 0
+        censor = c if mech in ("censor_uw", "censor_w") else None
+        if mech == "unweighted":
+            model, idata, L = uw
+            w = np.ones(L.shape[1])
+        elif mech in ("weighted", "weighted_e"):
+            w = privacy_weights(uw[2], self.c1, self.c2)
+            key = ("weighted", self.c1, self.c2)
+            if key not in shared:
+                shared[key] = self._fit_model(data, w, None, int(seeds[1]))
+            model, idata, L = shared[key]
+            if mech == "weighted_e":
+                over = _record_bounds(L) * w > c
+                n_trunc = int(over.sum())
+                w = np.where(over, 0.0, w)
+                model, idata, L = self._fit_model(data, w, None, int(seeds[2]))
+        elif mech == "censor_uw":
+            w = np.ones(self._n)
+            model, idata, L = self._fit_model(data, None, censor, int(seeds[1]))
+        else:  # censor_w
+            data_model = shared.get("data_model")
+            if data_model is None:
+                data_model = self.factory(data, None, None, **(self.factory_kwargs or {}))
+            w = self._fixed_weights(data_model)
+            if w is None:
+                w = privacy_weights(uw[2], self.c1, self.c2)
+            model, idata, L = self._fit_model(data, w, censor, int(seeds[1]))
+        delta = lipschitz_bound(L, w, censor)
+        n_cens = int(np.sum(_record_bounds(L) * w > censor)) if censor else 0
         self.model_ = model
-        self.result_ = PseudoPosteriorResult(mech, w, delta, 2 * delta, n_trunc, n_cens, idata)
+        self.idata_ = idata
+        self.diagnostics_ = PseudoPosteriorDiagnostics(mech, w, delta, local_epsilon(delta, nb),
+                                                       n_trunc, n_cens, idata)
+        self.guarantee_ = self._guarantee(mech, eps, nb)
+        self.ledger_ = Ledger(nb)
+        self._seeded = getattr(self, "_seeded", False)
         return self
 
-    @property
-    def delta_(self) -> float:
-        return self.result_.delta
-
-    @property
-    def epsilon_x_(self) -> float:
-        return self.result_.epsilon_x
+    # ------------------------------------------------------------------------- synthesis
 
     def sample(self, m: int = 1, n_rows: int | None = None,
                random_seed: int | None = None) -> list[pd.DataFrame]:
-        """``m`` synthetic datasets, each from one posterior draw of the final fit.
+        """``m`` synthetic datasets, each from its own posterior draw of the final fit.
 
-        ``n_rows`` other than the number of training records is not supported by models whose
-        records depend on covariates (the regression); for the others, records are drawn i.i.d.
+        Each dataset is one use of the mechanism: m datasets cost m epsilon (recorded in
+        :attr:`ledger_`).
+
+        Parameters
+        ----------
+        m : int, default 1
+        n_rows : int, optional
+            Records per dataset. Default: the number of training records, which is public under
+            change-one neighbours; under add/remove it is private, so give ``n_rows``. Models
+            whose records depend on covariates (the regression) support only the default.
+        random_seed : int, optional
+            Picks the draws and the records. For a privacy mechanism a fixed seed warns.
+
+        Returns
+        -------
+        list of pandas.DataFrame
         """
-        if not hasattr(self, "result_"):
+        if not hasattr(self, "diagnostics_"):
             raise NotFittedError("Call fit(data) before sample().")
-        rng = np.random.default_rng(random_seed)
+        if int(m) != m or m < 1:
+            raise InvalidParameterError(f"m must be a positive integer; got {m!r}.", column="m")
+        m = int(m)
+        g = self.guarantee_
+        private = g.guarantee in ("strict", "local")
+        if private:
+            rng, seeded = release_rng(random_seed, "PseudoPosteriorSynthesizer.sample")
+        else:
+            rng, seeded = np.random.default_rng(random_seed), False
+        if n_rows is None:
+            if private and g.neighbours == "add_remove":
+                raise PrivacyGuaranteeError(
+                    "Under add/remove neighbours the number of records is private: pass n_rows "
+                    "(a public number) to sample().", column="n_rows")
+        elif int(n_rows) != n_rows or n_rows < 1:
+            raise InvalidParameterError(f"n_rows must be a positive integer; got {n_rows!r}.",
+                                        column="n_rows")
         name = observed_name(self.model_)
-        post = self.result_.idata.posterior.stack(sample=("chain", "draw"))
+        post = self.idata_.posterior.stack(sample=("chain", "draw"))
         S = post.sizes["sample"]
-        picks = rng.choice(S, size=m, replace=m > S)
-        sub = self.result_.idata.posterior.stack(sample=("chain", "draw")).isel(sample=picks)
+        if m > S:
+            raise InvalidParameterError(f"m = {m} datasets need {m} distinct posterior draws; "
+                                        f"the fit has {S}.", column="m")
+        picks = rng.choice(S, size=m, replace=False)
+        sub = post.isel(sample=picks)
         sub = sub.drop_vars(["sample", "chain", "draw"]).rename(sample="draw").expand_dims(
             "chain")
         with warnings.catch_warnings():
@@ -267,8 +741,12 @@ class PseudoPosteriorSynthesizer:
         col = _name(self._data, name)
         out = []
         for k in range(m):
-            vals = y[k] if n_rows is None else rng.choice(y[k], size=n_rows, replace=True)
+            vals = y[k] if n_rows is None else rng.choice(y[k], size=int(n_rows), replace=True)
             out.append(pd.DataFrame({col: vals}))
+            self.ledger_.record(f"synthetic dataset ({len(vals)} records)", g.mechanism,
+                                g.epsilon, neighbours=g.neighbours, guarantee=g.guarantee,
+                                sensitivity=g.sensitivity, why=g.why,
+                                seeded=seeded or self._seeded)
         return out
 
 
@@ -280,10 +758,23 @@ def fit_mechanisms(
     mechanisms: tuple[str, ...] = MECHANISMS,
     c1: float = 1.0,
     c2: float = 0.0,
+    neighbours: str = "change_one",
     random_seed: int | None = None,
     **kwargs: Any,
 ) -> dict[tuple[str, float | None], PseudoPosteriorSynthesizer]:
     """Fit several mechanisms on one dataset, sharing the unweighted and the weighted fits.
+
+    Parameters
+    ----------
+    data : DataFrame or array
+    factory : callable
+    epsilons : tuple of float
+    mechanisms : tuple of str
+    c1, c2 : float
+    neighbours : {"change_one", "add_remove"}
+    random_seed : int, optional
+    **kwargs
+        Passed to :class:`PseudoPosteriorSynthesizer`.
 
     Returns
     -------
@@ -292,19 +783,25 @@ def fit_mechanisms(
         and ``weighted``, which do not use it.
     """
     seeds = np.random.SeedSequence(random_seed).generate_state(3)
-    base = PseudoPosteriorSynthesizer(factory, mechanism="unweighted", random_seed=random_seed,
-                                      **kwargs)
-    unweighted = base._fit_model(data, None, None, int(seeds[0]))
-    weighted = None
-    if any(m in ("weighted", "weighted_e") for m in mechanisms):
-        w = privacy_weights(unweighted[2], c1, c2)
-        weighted = base._fit_model(data, w, None, int(seeds[1]))
+    shared: dict[str, Any] = {}
     out = {}
+    checked = False
     for mech in mechanisms:
         for eps in ([None] if mech in ("unweighted", "weighted") else list(epsilons)):
             syn = PseudoPosteriorSynthesizer(factory, mechanism=mech, epsilon=eps, c1=c1, c2=c2,
-                                             random_seed=random_seed, **kwargs)
-            out[(mech, eps)] = syn._finish(data, unweighted, weighted, seeds)
+                                             neighbours=neighbours, random_seed=random_seed,
+                                             **kwargs)
+            mech_, _, _ = syn._settings()
+            if mech_ in _NEEDS_EPSILON and not checked:
+                if "data_model" not in shared:
+                    shared["data_model"] = factory(data, None, None,
+                                                   **(syn.factory_kwargs or {}))
+                syn._check_model(shared["data_model"], data, mech_)
+                checked = True
+            syn._seeded = False
+            if mech_ in _NEEDS_EPSILON and random_seed is not None:
+                _, syn._seeded = release_rng(random_seed, f"fit_mechanisms({mech_})")
+            out[(mech, eps)] = syn._finish(data, shared, seeds)
     return out
 
 
@@ -314,104 +811,128 @@ def _name(data, default: str) -> str:
     return default
 
 
-def calibrate_weights(
-    data,
-    factory: Callable[..., pm.Model],
-    epsilon: float,
-    *,
-    c2: float = 0.0,
-    c1_grid: tuple[float, ...] = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3),
-    draws: int = 500,
-    tune: int = 500,
-    chains: int = 2,
-    random_seed: int | None = None,
-    factory_kwargs: dict[str, Any] | None = None,
-) -> WeightCalibration:
-    """Pick the weight scale c1 on a reference dataset (periodic release recipe).
-
-    The weighted mechanism is fitted for each c1 in ``c1_grid`` (largest first) and the first
-    one whose local epsilon_x = 2 Delta is at most ``epsilon`` is kept (the smallest tried if
-    none is); later datasets reuse (c1, c2, epsilon) with ``mechanism="censor_w"``, so that
-    censoring makes the guarantee strict while the weights keep it from censoring many records
-    (Hu, Savitsky & Williams 2022, section 5).
-
-    Returns
-    -------
-    WeightCalibration
-    """
-    best = None
-    for c1 in c1_grid:
-        syn = PseudoPosteriorSynthesizer(factory, mechanism="weighted", c1=c1, c2=c2,
-                                         draws=draws, tune=tune, chains=chains,
-                                         random_seed=random_seed,
-                                         factory_kwargs=factory_kwargs).fit(data)
-        best = WeightCalibration(c1, c2, float(epsilon), syn.epsilon_x_)
-        if syn.epsilon_x_ <= epsilon:
-            break
-    return best
+# ----------------------------------------------------------------------------- perturbed histogram
 
 
 class PerturbedHistogramSynthesizer:
     """The perturbed histogram (Dwork et al. 2006; Wasserman & Zhou 2010) for a bounded
     continuous variable: epsilon-DP, non-Bayesian.
 
-    Bin counts on ``bins`` equal-width bins over ``bounds`` get independent Laplace noise of
-    scale ``sensitivity / epsilon``; negative noisy counts are set to 0; synthetic values are
-    bins drawn with probability proportional to the noisy counts, then uniform within the bin.
+    Bin counts on ``bins`` equal-width bins over the public ``bounds`` get exact two-sided
+    geometric noise (the integer analogue of Laplace noise, sampled without floating point) of
+    rate ``epsilon / sensitivity``, sensitivity 2 under change-one and 1 under add/remove
+    neighbours. Synthetic values are bins drawn with probability proportional to the noisy
+    counts clipped at 0, then uniform within the bin (post-processing, no further cost).
 
-    Sensitivity convention: ``sensitivity=1`` (the default, and the paper's "scale 1/epsilon")
-    is the add/remove-one-record neighbour relation, under which one record changes one count by
-    one. Under change-one-record neighbours two counts change, so use ``sensitivity=2``.
+    Under change-one neighbours n is public: the synthetic datasets have n records and
+    ``bins=None`` uses Wasserman & Zhou's rate ``n^(1/3)``. Under add/remove n is private: the
+    default output size is the noisy total (post-processing) and ``bins`` must be a number.
 
     Parameters
     ----------
     epsilon : float
-    bins : int, default 20
-        ``None`` for Wasserman & Zhou's rate ``n^(1/3)`` (at least 2).
+    bins : int or None, default 20
     bounds : (float, float), default (0, 1)
-    sensitivity : float, default 1
+        Public bounds of the variable.
+    neighbours : {"change_one", "add_remove"}, default "change_one"
     random_seed : int, optional
-        Seed of the noise.
+        ``None`` (default) draws the noise from fresh OS entropy; a fixed seed warns.
+
+    Attributes
+    ----------
+    noisy_counts_ : numpy.ndarray of int64
+        The released noisy histogram (may hold negative counts).
+    edges_ : numpy.ndarray
+    ledger_ : Ledger
     """
 
     def __init__(self, epsilon: float, *, bins: int | None = 20,
-                 bounds: tuple[float, float] = (0.0, 1.0), sensitivity: float = 1.0,
+                 bounds: tuple[float, float] = (0.0, 1.0), neighbours: str = "change_one",
                  random_seed: int | None = None):
         self.epsilon = epsilon
         self.bins = bins
         self.bounds = bounds
-        self.sensitivity = sensitivity
+        self.neighbours = neighbours
         self.random_seed = random_seed
 
     def fit(self, data) -> PerturbedHistogramSynthesizer:
-        """Compute the noisy histogram of ``data`` (a one-column DataFrame or an array)."""
+        """Release the noisy histogram of ``data`` (a one-column DataFrame or an array).
+
+        Parameters
+        ----------
+        data : DataFrame or array
+
+        Returns
+        -------
+        PerturbedHistogramSynthesizer
+        """
+        eps = check_epsilon(self.epsilon)
+        nb = check_neighbours(self.neighbours)
         x = np.asarray(data, dtype=float).ravel() if not isinstance(data, pd.DataFrame) else \
             data.iloc[:, 0].to_numpy(float)
-        self._name = str(data.columns[0]) if isinstance(data, pd.DataFrame) else "x"
+        name = str(data.columns[0]) if isinstance(data, pd.DataFrame) else "x"
         lo, hi = self.bounds
-        if np.any((x < lo) | (x > hi)):
-            raise SchemaError(f"Values must lie within the bounds {self.bounds}.")
-        k = self.bins if self.bins is not None else max(2, int(round(len(x) ** (1 / 3))))
-        self.edges_ = np.linspace(lo, hi, k + 1)
-        counts, _ = np.histogram(x, bins=self.edges_)
-        rng = np.random.default_rng(self.random_seed)
-        noisy = counts + rng.laplace(0.0, self.sensitivity / self.epsilon, size=k)
-        self.noisy_counts_ = np.maximum(noisy, 0.0)
-        self.n_rows_ = len(x)
+        if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+            raise InvalidParameterError(f"bounds must be finite with lower < upper; got "
+                                        f"{self.bounds!r}.", column="bounds")
+        if np.any(~np.isfinite(x)) or np.any((x < lo) | (x > hi)):
+            raise InvalidParameterError(f"Values of '{name}' must lie within the public bounds "
+                                        f"{self.bounds}; widen the bounds (from public "
+                                        "knowledge, not the data).", column=name)
+        if self.bins is None:
+            if nb == "add_remove":
+                raise PrivacyGuaranteeError(
+                    "bins=None sets the number of bins from n, which is private under "
+                    "add/remove neighbours: give bins (a public number).", column="bins")
+            k = max(2, int(round(len(x) ** (1 / 3))))
+        else:
+            if int(self.bins) != self.bins or self.bins < 1:
+                raise InvalidParameterError(f"bins must be a positive integer; got "
+                                            f"{self.bins!r}.", column="bins")
+            k = int(self.bins)
+        rng, seeded = release_rng(self.random_seed, "PerturbedHistogramSynthesizer")
+        edges = np.linspace(lo, hi, k + 1)
+        counts, _ = np.histogram(x, bins=edges)
+        sens = histogram_sensitivity(nb)
+        self.noisy_counts_ = _add_noise(counts, _rate(eps, nb, sens), rng)
+        self.edges_ = edges
+        self._name = name
+        self._n_public = len(x) if nb == "change_one" else None
+        self.ledger_ = Ledger(nb)
+        self.ledger_.record(f"noisy histogram of '{name}' ({k} bins)",
+                            "geometric (exact discrete Laplace)", eps, sensitivity=float(sens),
+                            why="public bounds and bins; one record is in one bin",
+                            seeded=seeded)
         return self
 
     def sample(self, m: int = 1, n_rows: int | None = None,
                random_seed: int | None = None) -> list[pd.DataFrame]:
-        """``m`` synthetic datasets drawn from the noisy histogram (post-processing)."""
+        """``m`` synthetic datasets drawn from the noisy histogram (post-processing).
+
+        Parameters
+        ----------
+        m : int, default 1
+        n_rows : int, optional
+            Default: n under change-one neighbours, the noisy total under add/remove.
+        random_seed : int, optional
+
+        Returns
+        -------
+        list of pandas.DataFrame
+        """
         if not hasattr(self, "noisy_counts_"):
             raise NotFittedError("Call fit(data) before sample().")
         rng = np.random.default_rng(random_seed)
-        n = self.n_rows_ if n_rows is None else n_rows
-        total = self.noisy_counts_.sum()
-        p = self.noisy_counts_ / total if total > 0 else np.full(len(self.noisy_counts_),
-                                                                  1 / len(self.noisy_counts_))
+        if n_rows is None:
+            n = (self._n_public if self._n_public is not None
+                 else max(0, int(self.noisy_counts_.sum())))
+        else:
+            n = int(n_rows)
+        pos = np.maximum(self.noisy_counts_, 0).astype(float)
+        total = pos.sum()
+        p = pos / total if total > 0 else np.full(len(pos), 1 / len(pos))
         out = []
-        for _ in range(m):
+        for _ in range(int(m)):
             b = rng.choice(len(p), size=n, p=p)
             x = self.edges_[b] + rng.random(n) * (self.edges_[b + 1] - self.edges_[b])
             out.append(pd.DataFrame({self._name: x}))

@@ -1,4 +1,5 @@
-"""Pseudo-posterior mechanisms: exact censoring, weights, conjugate check, Delta, PH noise."""
+"""Pseudo-posterior mechanisms: exact censoring, weights, conjugate check, diagnostics,
+guarantees and their refusals, the ledger, the perturbed histogram."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import numpy as np
 import pandas as pd
 import pymc as pm
 import pytest
-from scipy import stats
 
 import bayesynth as bs
+from bayesynth.errors import InvalidParameterError, PrivacyGuaranteeError, PrivacyWarning
 from bayesynth.models.pseudo_posterior import (
     beta_mixture,
+    data_dependent_priors,
     linear_regression,
     negative_binomial,
     record_loglik,
@@ -25,10 +27,18 @@ from bayesynth.synthesis import (
     calibrate_weights,
     fit_mechanisms,
     lipschitz_bound,
+    local_epsilon,
     privacy_weights,
 )
 
 KW = dict(draws=200, tune=200, chains=2, factory_kwargs={"n_components": 1})
+
+
+@pytest.fixture(autouse=True)
+def _seeded_fits_are_intended():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -36,19 +46,22 @@ def beta_data():
     return pd.DataFrame({"x": np.random.default_rng(5).beta(0.5, 3, 500)})
 
 
-def test_censoring_bounds_every_record_at_every_draw(beta_data):
+@pytest.mark.parametrize("neighbours,bound", [("change_one", 0.75), ("add_remove", 1.5)])
+def test_censoring_bounds_every_record_at_every_draw(beta_data, neighbours, bound):
     for mech in ("censor_uw", "censor_w"):
         syn = PseudoPosteriorSynthesizer(beta_mixture, mechanism=mech, epsilon=3.0,
-                                         random_seed=1, **KW).fit(beta_data)
+                                         neighbours=neighbours, random_seed=1,
+                                         **KW).fit(beta_data)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            ll = pm.compute_log_likelihood(syn.result_.idata, model=syn.model_,
+            ll = pm.compute_log_likelihood(syn.idata_, model=syn.model_,
                                            progressbar=False).log_likelihood["x"].values
-        assert np.all(np.abs(ll) <= 1.5)  # exact: |censored pseudo log-likelihood| <= eps/2
-        assert syn.delta_ <= 1.5 and syn.epsilon_x_ <= 3.0
-        assert syn.result_.n_censored > 0
-        raw = record_loglik(syn.model_, syn.result_.idata)
-        assert np.abs(raw).max() > 1.5  # without censoring the bound would be exceeded
+        # exact: |censored pseudo log-likelihood| <= c = epsilon/4 (change-one), /2 (add/remove)
+        assert np.all(np.abs(ll) <= bound)
+        assert syn.diagnostics_.empirical_delta <= bound
+        assert syn.diagnostics_.n_censored > 0
+        raw = record_loglik(syn.model_, syn.idata_)
+        assert np.abs(raw).max() > bound  # without censoring the bound would be exceeded
 
 
 def test_weights_in_unit_interval_and_zero_when_not_finite():
@@ -67,7 +80,9 @@ def test_delta_and_epsilon_by_hand():
     w = np.array([1.0, 0.5, 0.0])
     assert lipschitz_bound(L, w) == 2.0  # max(|1|,|2|, 0.5*3, 0.5*1, 0, 0)
     assert lipschitz_bound(L, np.ones(3)) == 6.0
-    assert lipschitz_bound(L, np.ones(3), censor=4.0) == 2.0
+    assert lipschitz_bound(L, np.ones(3), censor=2.0) == 2.0
+    assert local_epsilon(2.0, "add_remove") == 4.0  # the paper's epsilon_x = 2 Delta
+    assert local_epsilon(2.0, "change_one") == 8.0
 
 
 def test_weighted_conjugate_normal_matches_closed_form(rng):
@@ -91,35 +106,114 @@ def test_weighted_conjugate_normal_matches_closed_form(rng):
     assert abs(draws.std() - np.sqrt(1 / prec)) < 0.05 * np.sqrt(1 / prec)
 
 
-def test_mechanisms_report_their_bounds(beta_data):
+def test_mechanisms_report_their_bounds_and_guarantees(beta_data):
     fits = fit_mechanisms(beta_data, beta_mixture, epsilons=(4.0,), random_seed=2, **KW)
     uw, wt = fits[("unweighted", None)], fits[("weighted", None)]
-    assert wt.delta_ < uw.delta_  # weighting lowers the sensitivity
-    assert fits[("censor_uw", 4.0)].delta_ <= 2.0 and fits[("censor_w", 4.0)].delta_ <= 2.0
-    we = fits[("weighted_e", 4.0)]
-    assert we.result_.n_truncated == int(np.sum(we.result_.weights == 0)
-                                         - np.sum(wt.result_.weights == 0))
-    assert fits[("censor_w", 4.0)].result_.n_censored <= fits[("censor_uw", 4.0)].result_.n_censored
+    d = {k: f.diagnostics_ for k, f in fits.items()}
+    assert d[("weighted", None)].empirical_delta < d[("unweighted", None)].empirical_delta
+    assert d[("censor_uw", 4.0)].empirical_delta <= 1.0  # c = 4 / 4
+    assert d[("censor_w", 4.0)].empirical_delta <= 1.0
+    we = d[("weighted_e", 4.0)]
+    assert we.n_truncated == int(np.sum(we.weights == 0) - np.sum(d[("weighted", None)].weights
+                                                                 == 0))
+    assert d[("censor_w", 4.0)].n_censored <= d[("censor_uw", 4.0)].n_censored
+    g = {k: f.guarantee_.guarantee for k, f in fits.items()}
+    assert g == {("unweighted", None): "none", ("weighted", None): "none",
+                 ("weighted_e", 4.0): "local", ("censor_uw", 4.0): "strict",
+                 ("censor_w", 4.0): "local"}  # censor_w with data-fitted weights is local
     s = wt.sample(m=2, random_seed=1)
     assert len(s) == 2 and list(s[0].columns) == ["x"] and len(s[0]) == len(beta_data)
     assert ((s[0]["x"] > 0) & (s[0]["x"] < 1)).all()
     pd.testing.assert_frame_equal(s[0], wt.sample(m=2, random_seed=1)[0])
+    assert np.isinf(wt.ledger_.total_epsilon) and uw.ledger_.entries == []
 
 
-def test_calibration_is_reused_with_censoring(beta_data):
+def test_m_datasets_cost_m_epsilon_and_add_remove_needs_n_rows(beta_data):
+    syn = PseudoPosteriorSynthesizer(beta_mixture, mechanism="censor_uw", epsilon=2.0,
+                                     random_seed=3, **KW).fit(beta_data)
+    assert syn.ledger_.entries == []  # fitting releases nothing
+    out = syn.sample(m=3)
+    assert len(out) == 3 and syn.ledger_.total_epsilon == pytest.approx(6.0)
+    assert syn.ledger_.guarantee == "strict" and syn.ledger_.seeded
+    syn.sample()  # the default m is 1
+    assert syn.ledger_.total_epsilon == pytest.approx(8.0)
+    ar = PseudoPosteriorSynthesizer(beta_mixture, mechanism="censor_uw", epsilon=2.0,
+                                    neighbours="add_remove", random_seed=3, **KW).fit(beta_data)
+    with pytest.raises(PrivacyGuaranteeError, match="n_rows"):
+        ar.sample()
+    assert len(ar.sample(n_rows=100)[0]) == 100
+    with pytest.raises(InvalidParameterError, match="distinct posterior draws"):
+        syn.sample(m=10_000)
+
+
+def test_seeded_privacy_fits_warn(beta_data):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyWarning)
+        with pytest.raises(PrivacyWarning, match="fixed random_seed"):
+            PseudoPosteriorSynthesizer(beta_mixture, mechanism="censor_uw", epsilon=2.0,
+                                       random_seed=3, **KW).fit(beta_data)
+        # the non-private mechanisms may be seeded freely
+        PseudoPosteriorSynthesizer(beta_mixture, mechanism="unweighted", random_seed=3,
+                                   **KW).fit(beta_data)
+
+
+def data_prior_model(data, weights=None, censor=None):
+    """A prior centred at the sample mean: the loss is unbounded whatever the censoring."""
+    y = np.asarray(data["y"], dtype=float)
+    with pm.Model() as model:
+        log_mu = pm.Normal("log_mu", np.log(y.mean() + 0.5), 1.0)
+        weighted_observed("y", lambda mu, size=None: pm.Poisson.dist(mu, size=size),
+                          [pm.math.exp(log_mu)], y, weights=weights, censor=censor)
+    return model
+
+
+def test_guarantees_that_cannot_hold_are_refused(rng):
+    counts = pd.DataFrame({"y": rng.poisson(3.0, 100)})
+    assert data_dependent_priors(data_prior_model, counts) == ["log_mu"]
+    assert data_dependent_priors(negative_binomial, counts) == []
+    with pytest.raises(PrivacyGuaranteeError, match="log_mu.*fixed, public"):
+        PseudoPosteriorSynthesizer(data_prior_model, mechanism="censor_uw",
+                                   epsilon=2.0).fit(counts)
+    x = rng.normal(size=100)
+    df = pd.DataFrame({"y": 1 + x + rng.normal(size=100), "x": x})
+    with pytest.raises(PrivacyGuaranteeError, match="real predictors"):
+        PseudoPosteriorSynthesizer(linear_regression, mechanism="censor_uw", epsilon=2.0,
+                                   factory_kwargs={"response": "y", "predictors": ["x"]}
+                                   ).fit(df)
+    df["y"] = rng.poisson(np.exp(0.5 + 0.4 * x))
+    with pytest.raises(PrivacyGuaranteeError, match="covariates"):
+        PseudoPosteriorSynthesizer(covariate_poisson_model, mechanism="censor_w",
+                                   epsilon=4.0).fit(df)
+
+
+def test_calibration_on_reference_data_is_reused_with_censoring(beta_data, tmp_path):
     cal = calibrate_weights(beta_data, beta_mixture, epsilon=4.0, c1_grid=(1.0, 0.6),
                             draws=150, tune=150, random_seed=3,
                             factory_kwargs={"n_components": 1})
     assert isinstance(cal, WeightCalibration) and cal.c1 in (1.0, 0.6)
-    later = pd.DataFrame({"x": np.random.default_rng(9).beta(0.5, 3, 400)})
-    syn = PseudoPosteriorSynthesizer(beta_mixture, mechanism="censor_w", calibration=cal,
-                                     random_seed=4, **KW).fit(later)
-    assert syn.epsilon_x_ <= 4.0
+    cal.save(tmp_path / "cal.nc")
+    again = WeightCalibration.load(tmp_path / "cal.nc")
+    confidential = pd.DataFrame({"x": np.random.default_rng(9).beta(0.5, 3, 400)})
+    syn = PseudoPosteriorSynthesizer(beta_mixture, mechanism="censor_w", calibration=again,
+                                     random_seed=4, **KW).fit(confidential)
+    assert syn.diagnostics_.empirical_delta <= 1.0
+    assert syn.guarantee_.guarantee == "strict" and "reference data" in syn.guarantee_.why
+    assert syn.unweighted_diagnostics_ is None  # no fit of the confidential data for weights
+    np.testing.assert_allclose(syn.diagnostics_.weights,
+                               cal.weights(beta_mixture(confidential, n_components=1)))
+    with pytest.raises(InvalidParameterError, match="recalibrate"):
+        PseudoPosteriorSynthesizer(beta_mixture, mechanism="censor_w", calibration=cal,
+                                   neighbours="add_remove").fit(confidential)
+    fixed = PseudoPosteriorSynthesizer(beta_mixture, mechanism="censor_w", epsilon=4.0,
+                                       weights=np.full(400, 0.7), random_seed=4,
+                                       **KW).fit(confidential)
+    assert fixed.guarantee_.guarantee == "strict"
+    assert "supplied by the user" in fixed.guarantee_.why
 
 
 def test_count_and_regression_base_models(rng):
     counts = pd.DataFrame({"y": rng.negative_binomial(3, 0.3, 300)})
-    nb = PseudoPosteriorSynthesizer(negative_binomial, mechanism="censor_w", epsilon=6.0,
+    nb = PseudoPosteriorSynthesizer(negative_binomial, mechanism="censor_uw", epsilon=6.0,
                                     draws=150, tune=150, random_seed=1).fit(counts)
     s = nb.sample(m=1, random_seed=2)[0]
     assert (s["y"] >= 0).all() and np.all(s["y"] == np.round(s["y"]))
@@ -133,29 +227,47 @@ def test_count_and_regression_base_models(rng):
     assert np.corrcoef(y_syn, x)[0, 1] > 0.7  # the regression structure survives
 
 
-def test_perturbed_histogram_noise_has_the_laplace_scale():
+def test_perturbed_histogram_noise_has_the_geometric_law():
     x = np.random.default_rng(0).beta(2, 2, 20_000)
     eps = 1.0
     counts, _ = np.histogram(x, bins=np.linspace(0, 1, 21))
-    noise = np.concatenate([
-        PerturbedHistogramSynthesizer(eps, random_seed=s).fit(x).noisy_counts_ - counts
-        for s in range(300)])
     assert counts.min() > 50  # no clipping at 0, so this is the raw noise
-    res = stats.kstest(noise, stats.laplace(scale=1 / eps).cdf)
-    assert res.pvalue > 1e-3
-    two = PerturbedHistogramSynthesizer(eps, sensitivity=2, random_seed=1).fit(x)
-    assert np.std(two.noisy_counts_ - counts) > 1.5
+    for neighbours, sens in (("change_one", 2), ("add_remove", 1)):
+        noise = np.concatenate([
+            PerturbedHistogramSynthesizer(eps, neighbours=neighbours, random_seed=s).fit(x)
+            .noisy_counts_ - counts for s in range(150)])
+        assert noise.dtype == np.int64
+        q = np.exp(-eps / sens)
+        var = 2 * q / (1 - q) ** 2
+        assert abs(np.var(noise) - var) < 4 * var * np.sqrt(5 / len(noise))
     syn = PerturbedHistogramSynthesizer(4.0, random_seed=1).fit(pd.DataFrame({"v": x}))
     s = syn.sample(m=1, random_seed=2)[0]
-    assert list(s.columns) == ["v"] and s["v"].between(0, 1).all()
-    with pytest.raises(bs.errors.SchemaError, match="bounds"):
+    assert list(s.columns) == ["v"] and s["v"].between(0, 1).all() and len(s) == len(x)
+    assert syn.ledger_.total_epsilon == 4.0 and syn.ledger_.seeded
+    with pytest.raises(InvalidParameterError, match="bounds"):
         PerturbedHistogramSynthesizer(1.0).fit(np.array([0.5, 2.0]))
 
 
+def test_perturbed_histogram_hides_n_under_add_remove():
+    x = np.random.default_rng(1).beta(2, 2, 500)
+    with pytest.raises(PrivacyGuaranteeError, match="bins"):
+        PerturbedHistogramSynthesizer(1.0, bins=None, neighbours="add_remove").fit(x)
+    sizes = {len(PerturbedHistogramSynthesizer(1.0, neighbours="add_remove").fit(x).sample()[0])
+             for _ in range(10)}
+    assert len(sizes) > 1  # the noisy total, not the exact n
+    assert len(PerturbedHistogramSynthesizer(1.0, bins=None).fit(x).edges_) == 9  # 500^(1/3)
+
+
 def test_bad_mechanism_arguments(beta_data):
-    with pytest.raises(bs.errors.SchemaError, match="epsilon"):
+    with pytest.raises(InvalidParameterError, match="epsilon"):
         PseudoPosteriorSynthesizer(beta_mixture, mechanism="censor_w").fit(beta_data)
-    with pytest.raises(bs.errors.SchemaError, match="mechanism"):
+    with pytest.raises(InvalidParameterError, match="epsilon"):
+        PseudoPosteriorSynthesizer(beta_mixture, mechanism="censor_uw",
+                                   epsilon=-1).fit(beta_data)
+    with pytest.raises(InvalidParameterError, match="neighbours"):
+        PseudoPosteriorSynthesizer(beta_mixture, mechanism="censor_uw", epsilon=1,
+                                   neighbours="swap").fit(beta_data)
+    with pytest.raises(InvalidParameterError, match="mechanism"):
         PseudoPosteriorSynthesizer(beta_mixture, mechanism="magic", epsilon=1).fit(beta_data)
     with pytest.raises(bs.errors.ColumnTypeError, match="inside"):
         beta_mixture(np.r_[np.full(20, 0.5), 1.0])
@@ -163,6 +275,16 @@ def test_bad_mechanism_arguments(beta_data):
 
 def my_poisson_model(data, weights=None, censor=None):
     """The recipe of the module docstring: a user's own model, weighted_observed inside."""
+    with pm.Model() as model:
+        log_mu = pm.Normal("log_mu", 1.0, 2.0)
+        weighted_observed("y", lambda mu, size=None: pm.Poisson.dist(mu, size=size),
+                          [pm.math.exp(log_mu)], data["y"].to_numpy(), weights=weights,
+                          censor=censor)
+    return model
+
+
+def covariate_poisson_model(data, weights=None, censor=None):
+    """A Poisson regression: its synthetic records are drawn at the real covariates."""
     with pm.Model() as model:
         b = pm.Normal("b", 0, 2, shape=2)
         mu = pm.math.exp(b[0] + b[1] * data["x"].to_numpy())
@@ -172,9 +294,8 @@ def my_poisson_model(data, weights=None, censor=None):
 
 
 def test_users_own_model_recipe(rng):
-    x = rng.normal(size=150)
-    df = pd.DataFrame({"y": rng.poisson(np.exp(0.5 + 0.4 * x)), "x": x})
-    syn = PseudoPosteriorSynthesizer(my_poisson_model, mechanism="censor_w", epsilon=4.0,
+    df = pd.DataFrame({"y": rng.poisson(4.0, 150)})
+    syn = PseudoPosteriorSynthesizer(my_poisson_model, mechanism="censor_uw", epsilon=4.0,
                                      draws=150, tune=150, random_seed=1).fit(df)
-    assert syn.epsilon_x_ <= 4.0
+    assert syn.diagnostics_.empirical_delta <= 1.0
     assert (syn.sample(m=1, random_seed=2)[0].iloc[:, 0] >= 0).all()
