@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from bayesynth._io import atomic_write
-from bayesynth.errors import BayesynthError, OutputExistsError
+from bayesynth.errors import BayesynthError, InputTypeError, OutputExistsError
 
 __all__ = ["main", "read_table", "output_paths"]
 
@@ -216,6 +216,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     out = Path(args.output)
     inputs = [Path(args.real)] + [Path(p) for p in args.synthetic]
+    if args.ledger is not None and not Path(args.ledger).is_file():
+        raise InputTypeError(f"--ledger: no such file '{args.ledger}'.")
     _check_outputs(inputs, [out, out.with_suffix(".json")], overwrite=True)
     real = read_table(args.real)
     syns = [read_table(p) for p in args.synthetic]
@@ -224,7 +226,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         known=_split(args.known), synthesised=_split(args.synthesised),
         sensitive=args.sensitive, public=args.public, radius=args.radius,
         regression=args.regression, regression_method=args.regression_method,
-        random_state=args.seed,
+        random_state=args.seed, ledger=args.ledger,
     )
     print(f"wrote {out} and {out.with_suffix('.json')}")
     prop = res["propensity"]
@@ -291,6 +293,7 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--regression", help='formula, e.g. "y ~ x1 + x2 + x1:x2"')
     e.add_argument("--regression-method", choices=("ols", "bayes"), default="ols")
     e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--ledger", help="privacy ledger JSON of the release (shown in the report)")
     e.set_defaults(func=_cmd_evaluate)
 
     t = sub.add_parser("saturate", help="saturated count synthesis of a categorical table "

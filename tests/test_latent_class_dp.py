@@ -165,8 +165,10 @@ def test_outputs_marginals_full_table_synthesis_and_combining(big_epsilon_fit):
     syn = synthesize_latent_class(idata, m=5, random_seed=1)
     assert len(syn) == 5 and all(len(s) == len(df) for s in syn)
     assert list(syn[0]["d"].cat.categories) == [0, 1, 2]
-    again = synthesize_latent_class(idata, m=5, random_seed=1)
+    again = synthesize_latent_class(idata, m=5, random_seed=1, ledger=rel.ledger)
     pd.testing.assert_frame_equal(syn[3], again[3])
+    # synthesis is post-processing: recorded, at no cost
+    assert rel.ledger.entries[-1].epsilon == 0 and rel.ledger.total_epsilon == pytest.approx(1e4)
     comb = combine_marginal_estimates(syn, ["a", "b"])
     assert np.all(np.abs(comb["estimate"].to_numpy() - truth.reshape(-1)) < 0.03)
     assert np.all(comb["lower"] < comb["upper"])

@@ -83,6 +83,7 @@ def report(
     regression_method: str = "ols",
     title: str = "bayesynth: utility and disclosure risk",
     random_state: int | None = 0,
+    ledger=None,
 ) -> dict[str, Any]:
     """Evaluate synthetic data against the real data and write an HTML report and its JSON.
 
@@ -92,7 +93,8 @@ def report(
     standardised squared error; coefficient plot), identification risk (at ``radius`` and swept
     over ``radii``; needs ``known`` and/or ``synthesised``), attribute disclosure at outliers of
     ``public`` for ``sensitive``, and the risk-utility scatter with the 2D boxplot when there are
-    several synthetic datasets.
+    several synthetic datasets. With a privacy ledger, the report opens with what was released
+    under differential privacy, at what cost, and under which guarantee.
 
     Parameters
     ----------
@@ -113,6 +115,9 @@ def report(
     title : str
     random_state : int, optional
         Seed for the permutation and sampling steps.
+    ledger : bayesynth.privacy.Ledger or path-like, optional
+        The privacy ledger of the release (or its JSON file, as written by
+        :meth:`~bayesynth.privacy.Ledger.to_json`).
 
     Returns
     -------
@@ -132,6 +137,18 @@ def report(
     results: dict[str, Any] = {"n_real": len(real), "n_synthetic": [len(s) for s in syns],
                                "m": m, "columns": list(real.columns)}
     sections: list[str] = []
+
+    # Privacy ledger
+    if ledger is not None:
+        from bayesynth.privacy import Ledger
+
+        if not isinstance(ledger, Ledger):
+            ledger = Ledger.from_json(ledger)
+        results["privacy_ledger"] = ledger.to_dict()
+        table = ledger.to_frame()[["release", "mechanism", "neighbours", "epsilon", "guarantee",
+                                   "sensitivity", "seeded", "why"]]
+        sections.append(_section("Privacy ledger", html.escape(ledger.summary()),
+                                 [_table_html(table)], []))
 
     # Marginals
     mu = [marginal_utility(real, s, schema) for s in syns]

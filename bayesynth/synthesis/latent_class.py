@@ -104,14 +104,31 @@ def probability_summary(draws: xr.DataArray, *, prob: float = 0.95,
 
 
 def synthesize_latent_class(idata: az.InferenceData, m: int = 20, *, n: int | None = None,
-                            random_seed: int | np.random.Generator | None = None
-                            ) -> list[pd.DataFrame]:
+                            random_seed: int | np.random.Generator | None = None,
+                            ledger=None) -> list[pd.DataFrame]:
     """m synthetic datasets, each from a different posterior draw (evenly spaced over the
     chains and draws), each of n records (default: the model's n, stored as the total of the
     first table's counts).
 
     Records are drawn from the mixture directly (class, then each variable given the class),
-    so the full table is never built. Columns are categorical with the domain's levels.
+    so the full table is never built. Columns are categorical with the domain's levels. The
+    posterior is a function of the noisy release alone, so the synthetic data are
+    post-processing: they cost no privacy budget beyond the release's (under add/remove
+    neighbours the model's n is the release's noisy estimate, not the true n).
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData
+        Posterior of :func:`bayesynth.models.latent_class_dp_model`.
+    m : int, default 20
+    n : int, optional
+    random_seed : int or Generator, optional
+    ledger : bayesynth.privacy.Ledger, optional
+        The release's ledger; an entry records the synthetic datasets as post-processing.
+
+    Returns
+    -------
+    list of pandas.DataFrame
     """
     post = idata.posterior
     variables = _variables(post)
@@ -139,6 +156,10 @@ def synthesize_latent_class(idata: az.InferenceData, m: int = 20, *, n: int | No
             data[v] = pd.Categorical.from_codes(np.minimum(codes, len(levels) - 1),
                                                 categories=levels)
         out.append(pd.DataFrame(data))
+    if ledger is not None:
+        ledger.record(f"{m} synthetic dataset(s) of {n} records", "post-processing of the noisy "
+                      "marginals (latent class posterior)", 0.0, guarantee="strict",
+                      why="a function of the differentially private release only")
     return out
 
 

@@ -497,7 +497,16 @@ class PseudoPosteriorSynthesizer:
             eps = check_epsilon(eps)
         return mech, eps, nb
 
-    def _guarantee(self, mech: str, eps: float | None, nb: str) -> LedgerEntry:
+    def guarantee(self) -> LedgerEntry:
+        """What one synthetic dataset of this mechanism guarantees, and why (before fitting).
+
+        Returns
+        -------
+        LedgerEntry
+            ``guarantee`` is "strict", "local" or "none"; ``epsilon`` is ``inf`` for "none";
+            ``why`` states the assumptions or the reason there is no guarantee.
+        """
+        mech, eps, nb = self._settings()
         c = None if eps is None else censor_bound(eps, nb)
         label = {"unweighted": "posterior (unweighted)", "weighted": "weighted pseudo posterior",
                  "weighted_e": "weighted pseudo posterior, truncated",
@@ -676,7 +685,7 @@ class PseudoPosteriorSynthesizer:
         self.idata_ = idata
         self.diagnostics_ = PseudoPosteriorDiagnostics(mech, w, delta, local_epsilon(delta, nb),
                                                        n_trunc, n_cens, idata)
-        self.guarantee_ = self._guarantee(mech, eps, nb)
+        self.guarantee_ = self.guarantee()
         self.ledger_ = Ledger(nb)
         self._seeded = getattr(self, "_seeded", False)
         return self

@@ -53,3 +53,26 @@ def test_evaluate_command(rng, tmp_path, capsys):
     assert out.exists() and out.with_suffix(".json").exists()
     assert main(["evaluate", str(tmp_path / "real.csv"), paths[0], "-o",
                  str(tmp_path / "real.csv")]) == 2  # never over an input
+
+
+def test_report_shows_the_privacy_ledger(rng, tmp_path):
+    real, syns = _tables(rng, 150)
+    ledger = bs.privacy.Ledger()
+    ledger.record("noisy marginal k x g", "geometric (exact discrete Laplace)", 0.5,
+                  sensitivity=2.0, why="public domain")
+    ledger.record("synthetic dataset", "censored pseudo posterior", 1.0, guarantee="local",
+                  why="weights fitted on the confidential data")
+    path = tmp_path / "ledger.json"
+    ledger.to_json(path)
+    real.to_csv(tmp_path / "real.csv", index=False)
+    syns[0].to_csv(tmp_path / "syn.csv", index=False)
+    out = tmp_path / "rep.html"
+    assert main(["evaluate", str(tmp_path / "real.csv"), str(tmp_path / "syn.csv"), "-o",
+                 str(out), "--ledger", str(path)]) == 0
+    page = out.read_text()
+    assert "Privacy ledger" in page and "Total epsilon = 1.5" in page
+    assert "local / asymptotic" in page
+    saved = json.loads(out.with_suffix(".json").read_text())
+    assert saved["privacy_ledger"]["total_epsilon"] == 1.5
+    assert main(["evaluate", str(tmp_path / "real.csv"), str(tmp_path / "syn.csv"), "-o",
+                 str(out), "--ledger", str(tmp_path / "nope.json")]) == 2

@@ -87,8 +87,7 @@ def test_censor_uw_loses_exactly_epsilon(data, neighbours):
     loss = grid_loss(contributions(model, values, np.ones(len(values))), len(data), neighbours)
     assert loss <= EPS + 1e-9
     assert loss >= 0.95 * EPS  # the bound is attained: censoring at half would lose 2 epsilon
-    syn.fit  # the ledger entry states it
-    assert syn._guarantee("censor_uw", EPS, neighbours).guarantee == "strict"
+    assert syn.guarantee().guarantee == "strict"
 
 
 @pytest.mark.parametrize("neighbours", ["change_one", "add_remove"])
@@ -110,7 +109,7 @@ def test_censor_w_with_calibrated_weights_is_strict(data, calibration, neighbour
     loss = grid_loss(contributions(model, values, w), n, neighbours)
     assert loss <= EPS + 1e-9
     assert loss >= 0.9 * EPS
-    assert syn._guarantee("censor_w", EPS, neighbours).guarantee == "strict"
+    assert syn.guarantee().guarantee == "strict"
 
 
 def test_censor_w_with_weights_fitted_on_the_data_is_only_local(data):
