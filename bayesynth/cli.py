@@ -170,9 +170,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     print(f"\nfit: {syn.idata_.posterior.sizes['factor']} factors, "
           f"{len(syn.latent_names_)} latent columns, {args.chains} chains x {args.draws} draws "
           f"({args.tune} burn-in) in {t_fit:.1f} s")
-    print(f"convergence on C and alpha_scaled: max R-hat {conv.max_rhat:.3f} "
-          f"({100 * conv.share_rhat_above_1_05:.0f}% above 1.05), median bulk ESS "
-          f"{conv.median_ess_bulk:.0f}")
+    print(f"convergence on what synthesis uses (correlations, level probabilities, "
+          f"conditional means): max R-hat {conv.max_rhat:.3f} "
+          f"({100 * conv.share_rhat_above_1_01:.0f}% above 1.01), bulk ESS min "
+          f"{conv.min_ess_bulk:.0f}, median {conv.median_ess_bulk:.0f}")
     for w in caught:
         if issubclass(w.category, RuntimeWarning):
             print(f"note: {w.message}")
@@ -264,8 +265,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--tune", type=int, default=None, help="burn-in per chain (default: draws)")
     s.add_argument("--chains", type=int, default=2)
     s.add_argument("--n-factors", type=int, default=None, help="number of factors")
-    s.add_argument("--categorical", choices=("empirical", "model"), default="empirical",
-                   help="how categorical combinations are drawn (default empirical)")
+    s.add_argument("--categorical", choices=("model", "empirical"), default="model",
+                   help="how categorical combinations are drawn: from the model (default; copies "
+                        "no real combination) or the real joint frequencies")
     s.add_argument("--targets", help="comma-separated key outcomes to synthesise with BART "
                    "rank regressions (Feldman & Kowal, section 5)")
     s.add_argument("--bart-trees", type=int, default=200, help="trees per BART target")

@@ -18,6 +18,7 @@ from bayesynth.evaluation.diagnostics import (
     convergence_summary,
     copula_diagnostics,
     diagnose,
+    synthesis_diagnostics,
 )
 from bayesynth.evaluation.regression import (
     CombinedEstimate,
@@ -52,6 +53,7 @@ __all__ = [
     "diagnose",
     "Diagnosis",
     "copula_diagnostics",
+    "synthesis_diagnostics",
     "convergence_summary",
     "ConvergenceSummary",
     "ecdf_distances",

@@ -1,4 +1,5 @@
-"""MCMC diagnostics on the identified quantities a model declares."""
+"""MCMC diagnostics on the quantities that matter: for the copula, what synthesis uses; for
+other models, the identified quantities they declare."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from bayesynth.models.layout import same_variable_level_pairs
 __all__ = [
     "Diagnosis",
     "diagnose",
+    "SynthesisDiagnosis",
+    "synthesis_diagnostics",
     "copula_diagnostics",
     "ConvergenceSummary",
     "convergence_summary",
@@ -81,10 +84,11 @@ def diagnose(
     ----------
     idata : arviz.InferenceData
     var_names : sequence of str, optional
-        Quantities to check. By default those the model declared (``bayesynth.sample`` records
-        them in ``idata.posterior.attrs["identified_vars"]``; for the copula ``C`` and
-        ``alpha_scaled``), else every posterior variable. Symmetric matrices such as ``C`` are
-        summarised over their upper triangle.
+        Quantities to check. By default, for a copula fit, the quantities synthesis uses (see
+        :func:`synthesis_diagnostics`); for other models those the model declared
+        (``bayesynth.sample`` records them in ``idata.posterior.attrs["identified_vars"]``),
+        else every posterior variable. Symmetric matrices such as ``C`` are summarised over
+        their upper triangle.
     rhat_max : float, default 1.01
         Largest acceptable R-hat (Vehtari et al. 2021).
     ess_min : float, optional
@@ -103,6 +107,13 @@ def diagnose(
     ['R-hat 1.08 for C[age, income]: run more draws']
     """
     post = idata.posterior
+    from bayesynth.models.copula_quantities import BLOCKS_ATTR
+
+    if var_names is None and BLOCKS_ATTR in post.attrs:
+        sd = synthesis_diagnostics(idata, rhat_max=rhat_max, ess_min=ess_min,
+                                   max_warnings=max_warnings)
+        table = sd.table.assign(weak=False)
+        return Diagnosis(table=table, warnings=sd.warnings)
     if var_names is None:
         declared = post.attrs.get(IDENTIFIED_ATTR)
         if isinstance(declared, str):
@@ -142,47 +153,166 @@ def diagnose(
 
 
 def copula_diagnostics(idata: az.InferenceData) -> pd.DataFrame:
-    """ArviZ summary of the copula correlations ``C`` (upper triangle) and ``alpha_scaled``.
+    """ArviZ-style summary of every quantity synthesis from a copula fit depends on.
 
-    Loadings ``Lambda`` are not identified (rotations, sign flips and the multiplicative gamma
-    process's factor order leave the likelihood unchanged), so their R-hat and ESS are
-    meaningless; these quantities are invariant to all of that.
+    The table of :func:`synthesis_diagnostics`: correlations between ordered variables,
+    implied level probabilities, pairwise associations of categorical variables and
+    category-conditional means, each with ``mean``, ``sd``, ``ess_bulk``, ``ess_tail`` and
+    ``r_hat``. Loadings are not identified (rotations, sign flips, the factor order of the
+    multiplicative gamma process), and a categorical variable's latent columns are a
+    parameterisation of its level probabilities, so neither is summarised.
 
-    Correlations among the level columns of one categorical variable, and the scaled
-    intercepts, are only weakly identified by the rank-probit likelihood (it sees which level
-    column is positive, never two at once), so they lean on the prior and mix slowly; the column
-    ``weak`` marks them. Synthesis depends on the others: correlations between variables.
+    Parameters
+    ----------
+    idata : arviz.InferenceData
 
     Returns
     -------
     pandas.DataFrame
-        One row per quantity (``C[a, b]`` for a before b, ``alpha_scaled[level]``), columns of
-        :func:`arviz.summary` and ``weak`` (bool).
     """
-    names = [v for v in ("C", "alpha_scaled") if v in idata.posterior]
-    return diagnose(idata, names).table
+    return synthesis_diagnostics(idata).table
 
 
 class ConvergenceSummary(NamedTuple):
-    """Worst-case diagnostics over the well-identified quantities (``weak`` rows excluded)."""
+    """Worst-case diagnostics over the quantities synthesis uses."""
 
     max_rhat: float
     min_ess_bulk: float
     median_ess_bulk: float
-    share_rhat_above_1_05: float
+    share_rhat_above_1_01: float
 
 
 def convergence_summary(idata: az.InferenceData) -> ConvergenceSummary:
-    """Summarise :func:`copula_diagnostics` in four numbers."""
+    """Summarise :func:`copula_diagnostics` in four numbers.
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData
+
+    Returns
+    -------
+    ConvergenceSummary
+    """
     d = copula_diagnostics(idata)
-    if "weak" in d and (~d["weak"].astype(bool)).any():
-        d = d[~d["weak"].astype(bool)]
     rhat = d["r_hat"].to_numpy(dtype=float)
     ess = d["ess_bulk"].to_numpy(dtype=float)
     return ConvergenceSummary(
         max_rhat=float(np.nanmax(rhat)) if np.isfinite(rhat).any() else float("nan"),
         min_ess_bulk=float(np.nanmin(ess)),
         median_ess_bulk=float(np.nanmedian(ess)),
-        share_rhat_above_1_05=float(np.nanmean(rhat > 1.05)) if np.isfinite(rhat).any()
+        share_rhat_above_1_01=float(np.nanmean(rhat > 1.01)) if np.isfinite(rhat).any()
         else float("nan"),
     )
+
+
+class SynthesisDiagnosis(NamedTuple):
+    """Result of :func:`synthesis_diagnostics`.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        One row per quantity: ``kind`` (``"C (ordered)"``, ``"level probability"``,
+        ``"pair association"``, ``"conditional mean"``), ``mean``, ``sd``, ``ess_bulk``,
+        ``ess_tail``, ``r_hat``.
+    warnings : list of str
+    thin : int
+        Draws were thinned by this factor before the diagnostics (ESS is then of the thinned
+        chains: a lower bound of the full chains' for positively autocorrelated draws).
+    """
+
+    table: pd.DataFrame
+    warnings: list[str]
+    thin: int = 1
+
+    @property
+    def ok(self) -> bool:
+        return not self.warnings
+
+    def total_variation(self, data: pd.DataFrame) -> pd.Series:
+        """Total variation between the posterior-mean implied level probabilities and the
+        level frequencies of ``data``, per categorical variable.
+
+        Parameters
+        ----------
+        data : pandas.DataFrame
+
+        Returns
+        -------
+        pandas.Series
+        """
+        rows = self.table[self.table["kind"] == "level probability"]
+        out: dict = {}
+        for label, row in rows.iterrows():
+            var, level = label.split("=", 1)
+            out.setdefault(var, {})[level] = row["mean"]
+        tv = {}
+        for var, probs in out.items():
+            if var not in data:
+                continue
+            col = data[var].astype(object).where(data[var].notna(), "<NA>").astype(str)
+            freq = col.value_counts(normalize=True)
+            keys = set(probs) | set(freq.index)
+            tv[var] = 0.5 * sum(abs(probs.get(k, 0.0) - freq.get(k, 0.0)) for k in keys)
+        return pd.Series(tv, dtype=float)
+
+
+def synthesis_diagnostics(
+    idata: az.InferenceData,
+    *,
+    max_draws: int = 1000,
+    n_mc: int | None = None,
+    rhat_max: float = 1.01,
+    ess_min: float | None = None,
+    max_warnings: int = 10,
+) -> SynthesisDiagnosis:
+    """Convergence of a rank-probit copula fit, judged on what synthesis uses.
+
+    Synthetic records from the copula follow (i) the correlations ``C`` between ordered
+    variables, (ii) each categorical variable's implied level probabilities and (iii) their
+    joint law with every other categorical variable (summarised by the mutual information of
+    each pair's implied two-way table), and (iv) the category-conditional means of the ordered
+    columns. Those are computed for every kept draw
+    (:func:`bayesynth.models.copula_quantities.implied_quantities`) and summarised with
+    :func:`arviz.rhat` and :func:`arviz.ess`. The latent columns of a categorical variable are a
+    parameterisation of (ii)-(iv), and their own correlations are not checked.
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData
+        From :func:`bayesynth.sample` on a :func:`~bayesynth.models.rank_probit_copula` model.
+    max_draws : int, default 1000
+        Draws used in all (evenly thinned per chain above this).
+    n_mc : int, optional
+        Monte Carlo points of the implied quantities (default
+        :data:`bayesynth.models.copula_quantities.N_MC`).
+    rhat_max : float, default 1.01
+    ess_min : float, optional
+        Default 100 per chain (of the thinned draws).
+    max_warnings : int, default 10
+
+    Returns
+    -------
+    SynthesisDiagnosis
+    """
+    from bayesynth.models.copula_quantities import synthesis_quantity_table
+
+    table, thin = synthesis_quantity_table(idata, max_draws=max_draws, n_mc=n_mc)
+    nc = idata.posterior.sizes["chain"]
+    ess_min = 100.0 * nc if ess_min is None else float(ess_min)
+    problems = []
+    for label, row in table.iterrows():
+        r = row["r_hat"]
+        if np.isfinite(r) and r > rhat_max:
+            problems.append(((0, -r), f"R-hat {r:.3f} for {label} ({row['kind']}): run more "
+                                      "draws"))
+        e = row["ess_bulk"]
+        if np.isfinite(e) and e < ess_min:
+            problems.append(((1, e), f"bulk ESS {e:.0f} for {label} ({row['kind']}; want "
+                                     f"{ess_min:.0f}): run more draws"))
+    problems.sort(key=lambda t: t[0])
+    msgs = [m for _, m in problems[:max_warnings]]
+    if len(problems) > max_warnings:
+        msgs.append(f"... and {len(problems) - max_warnings} more quantities below the "
+                    "thresholds")
+    return SynthesisDiagnosis(table, msgs, thin)
+

@@ -1,21 +1,47 @@
-"""Latent layout of the extended rank-probit likelihood: from a typed table to latent columns.
+"""Latent layout of the rank-probit copula likelihoods: from a typed table to latent columns.
 
 Every variable of a table becomes one or more columns of the latent Gaussian matrix ``z``
-(n records by p* latent columns):
+(n records by p* latent columns). An unordered categorical variable with K observed levels is
+modelled by one of two likelihoods (``categorical_likelihood``):
 
-* an unordered categorical variable with k observed levels becomes k *level* columns, one per
-  level and no reference level; record i must have ``z > 0`` in the column of its level and
-  ``z < 0`` in the others (Feldman & Kowal 2022, eq. 6 and 11). Ordinal variables with fewer than
-  ``ordinal_threshold`` levels are treated this way too (the paper's recommendation);
-* every other variable (binary, ordinal with many levels, count, continuous) becomes one *ordered*
-  column under the rank likelihood (Hoff 2007): ``z`` must follow the ordering of the observed
-  values, ties sharing a level, i.e. ``max z`` of lower values ``< z_ij <`` ``min z`` of higher
-  values.
+``"mnp"`` (the default): a multinomial probit
+    K - 1 *utility* columns, one per level other than a reference level whose utility is fixed
+    at 0 (the most frequent level). The observed level is the argmax of the utilities: a record
+    of level h has ``z_h > max(0, z_l)`` for every other column l; a record of the reference
+    level has every ``z_l < 0``. The K regions partition the latent space, so the implied level
+    probabilities sum to one by construction. The columns' residual scale is fixed at 1
+    (probit scale identification); the likelihood is invariant to scaling all utilities of a
+    variable together, which the samplers exploit.
+``"rpl"``: the extended rank-probit likelihood of Feldman & Kowal (2022, eq. 6 and 11)
+    K *level* columns, no reference; record i must have ``z > 0`` in the column of its level
+    and ``z < 0`` in the others. Points with several or no positive columns are outside every
+    level's region, so the implied probabilities of the valid regions sum to less than one;
+    kept so that the paper can be reproduced.
+
+Ordinal variables with fewer than ``ordinal_threshold`` levels are treated as categorical (the
+paper's recommendation). Under ``"mnp"`` a binary variable is a two-level multinomial probit, i.e.
+a probit with an intercept (one utility column), which lets the samplers integrate its latent
+values out; under ``"rpl"`` it is an ordered column as in the paper. Every other variable
+(ordinal with many levels, count, continuous) becomes one *ordered* column under the rank
+likelihood (Hoff 2007): ``z`` must follow the ordering of the observed values, ties sharing a
+level, i.e. ``max z`` of lower values ``< z_ij <`` ``min z`` of higher values.
+
+Continuous columns (``continuous="normal_scores"``, the default): for a column whose values are
+(nearly) all distinct the rank likelihood pins each latent value between its neighbours, to
+within O(1/n), and a Gibbs sampler moves that whole column only by such steps, so it cannot
+explore the O(1/sqrt(n)) posterior uncertainty of the column's transform in any feasible run.
+Such columns (at least ``continuous_share`` of their observed values distinct) instead have
+their latent values fixed at the normal scores of their ranks, a plug-in (pseudo-likelihood)
+step as in the semiparametric copula estimator of Genest, Ghoudi & Rivest (1995): the posterior
+then treats those scores as data and its intervals for correlations involving them omit the
+(small) uncertainty of the margins. ``continuous="rank"`` keeps the rank likelihood everywhere.
 
 Missing values (an extension of the paper, which has none): a missing categorical value is an
 extra level ``<NA>`` of its variable; an ordered column with missing values leaves those ``z``
 unconstrained (imputed by the model) and gains a binary ordered *missing* column (1 = missing), so
 that the missingness is modelled jointly with everything else and a synthesizer reproduces it.
+(Internally a categorical code of -1 means "no information": the record's utilities are
+unconstrained; the samplers' prior-recovery tests use it.)
 
 The layout also holds the flat index arrays that the compiled z-step kernel walks.
 """
@@ -33,43 +59,66 @@ from bayesynth.errors import TooManyLevelsError
 from bayesynth.schema import Schema, encode_levels
 
 __all__ = [
+    "CATEGORICAL_LIKELIHOODS",
     "CategoricalBlock",
     "OrderedColumn",
     "LatentLayout",
     "MISSING_LEVEL",
     "same_variable_level_pairs",
+    "mnp_levels",
     "register_layout",
     "registered_layout",
 ]
 
 MISSING_LEVEL = "<NA>"
+#: The likelihoods of an unordered categorical variable (see the module docstring).
+CATEGORICAL_LIKELIHOODS = ("mnp", "rpl")
 
 
 @dataclass(frozen=True)
 class CategoricalBlock:
-    """A variable modelled with one latent column per level.
+    """A categorical variable and its latent columns.
 
     Attributes
     ----------
     name : str
         Source column.
     latent : numpy.ndarray
-        Indices of its latent columns, one per modelled level.
+        Indices of its latent columns: one per non-reference level (``"mnp"``) or one per level
+        (``"rpl"``).
     levels : tuple
-        The schema levels the latent columns stand for, in the same order; the missing level,
-        if any, is :data:`MISSING_LEVEL` and last.
+        The schema levels of the variable as modelled (observed levels only); the missing
+        level, if any, is :data:`MISSING_LEVEL` and last.
     codes : numpy.ndarray
-        Per record, the index (into ``levels``) of its level.
+        Per record, the index (into ``levels``) of its level (-1: no information).
+    likelihood : {"mnp", "rpl"}
+    reference : int
+        Index (into ``levels``) of the reference level of a ``"mnp"`` block; -1 for ``"rpl"``.
     """
 
     name: str
     latent: np.ndarray
     levels: tuple
     codes: np.ndarray
+    likelihood: str = "rpl"
+    reference: int = -1
 
     @property
     def has_missing_level(self) -> bool:
         return len(self.levels) > 0 and self.levels[-1] == MISSING_LEVEL
+
+    @property
+    def column_levels(self) -> np.ndarray:
+        """Index (into ``levels``) of the level each latent column stands for."""
+        idx = np.arange(len(self.levels))
+        return idx[idx != self.reference] if self.likelihood == "mnp" else idx
+
+    @property
+    def level_columns(self) -> np.ndarray:
+        """Per level, the position (0 .. len(latent) - 1) of its column; -1 for the reference."""
+        out = np.full(len(self.levels), -1, dtype=np.int64)
+        out[self.column_levels] = np.arange(len(self.latent))
+        return out
 
 
 @dataclass(frozen=True)
@@ -88,6 +137,9 @@ class OrderedColumn:
         Per record, the rank group (0 .. n_groups-1) of its value; -1 where missing.
     n_groups : int
         Number of distinct observed values.
+    fixed : bool
+        The observed latent values are fixed at the normal scores of the ranks (a continuous
+        column under ``continuous="normal_scores"``); only missing entries are latent.
     """
 
     name: str
@@ -95,6 +147,20 @@ class OrderedColumn:
     kind: str
     codes: np.ndarray
     n_groups: int
+    fixed: bool = False
+
+    @property
+    def normal_scores(self) -> np.ndarray:
+        """Phi^-1(midrank / (m + 1)) of each record's value (m observed records); 0 where
+        missing."""
+        obs = self.codes >= 0
+        m = int(obs.sum())
+        counts = np.bincount(self.codes[obs], minlength=self.n_groups)
+        ends = np.cumsum(counts)
+        mid = ends - 0.5 * (counts - 1)  # midrank of each tie group, 1-based
+        out = np.zeros(len(self.codes))
+        out[obs] = ndtri(mid[self.codes[obs]] / (m + 1.0))
+        return out
 
 
 @dataclass
@@ -102,7 +168,9 @@ class LatentLayout:
     """How a table maps onto the latent matrix ``z`` of the rank-probit copula.
 
     Build it with :meth:`from_data`. The arrays prefixed ``k_`` are the flat index structures that
-    :func:`bayesynth.samplers.kernels.draw_z` walks.
+    :func:`bayesynth.samplers.kernels.draw_z` walks: ``k_lvl_*`` for ``"rpl"`` level columns,
+    ``k_mnp_*`` for ``"mnp"`` utility columns, ``k_ord_*`` / ``k_grp_*`` / ``k_mis_*`` for ordered
+    columns.
     """
 
     n: int
@@ -120,6 +188,10 @@ class LatentLayout:
     k_grp_off: np.ndarray = field(repr=False)
     k_mis_idx: np.ndarray = field(repr=False)
     k_mis_off: np.ndarray = field(repr=False)
+    k_mnp_cols: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
+    k_mnp_off: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64), repr=False)
+    k_mnp_codes: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int64),
+                                    repr=False)
 
     @property
     def p_latent(self) -> int:
@@ -128,16 +200,57 @@ class LatentLayout:
 
     @property
     def level_columns(self) -> np.ndarray:
-        """Latent indices of all categorical level columns (where the intercept alpha lives)."""
-        return self.k_lvl_cols
+        """Latent indices of all categorical columns, in block order (where alpha lives)."""
+        if not self.categorical:
+            return np.zeros(0, dtype=np.int64)
+        return np.concatenate([b.latent for b in self.categorical]).astype(np.int64)
 
     @property
     def level_names(self) -> list[str]:
-        return [self.latent_names[j] for j in self.k_lvl_cols]
+        return [self.latent_names[j] for j in self.level_columns]
+
+    @property
+    def rpl_columns(self) -> np.ndarray:
+        """Latent indices of the ``"rpl"`` level columns (sign constraints)."""
+        return self.k_lvl_cols
+
+    @property
+    def mnp_columns(self) -> np.ndarray:
+        """Latent indices of the ``"mnp"`` utility columns (residual scale fixed at 1)."""
+        return self.k_mnp_cols
+
+    @property
+    def free_scale_columns(self) -> np.ndarray:
+        """Latent indices whose residual standard deviation is a parameter (all but mnp)."""
+        keep = np.ones(self.p_latent, dtype=bool)
+        keep[self.k_mnp_cols] = False
+        return np.flatnonzero(keep).astype(np.int64)
 
     @property
     def ordered_columns(self) -> np.ndarray:
         return self.k_ord_cols
+
+    @property
+    def fixed_columns(self) -> np.ndarray:
+        """Ordered columns whose observed latent values are fixed at their normal scores."""
+        return np.array([o.latent for o in self.ordered if o.fixed], dtype=np.int64)
+
+    @property
+    def rank_columns(self) -> np.ndarray:
+        """Ordered columns under the rank likelihood (invariant to increasing maps)."""
+        return np.array([o.latent for o in self.ordered if not o.fixed], dtype=np.int64)
+
+    @property
+    def rescalable_columns(self) -> np.ndarray:
+        """Columns whose likelihood does not change when they are rescaled alone: rank
+        columns and ``"rpl"`` level columns."""
+        return np.sort(np.r_[self.rank_columns, self.k_lvl_cols]).astype(np.int64)
+
+    @property
+    def categorical_likelihood(self) -> str | None:
+        """The likelihood of the categorical blocks (None without categorical variables)."""
+        kinds = {b.likelihood for b in self.categorical}
+        return kinds.pop() if len(kinds) == 1 else (None if not kinds else "mixed")
 
     # ------------------------------------------------------------------------------ building
 
@@ -149,6 +262,9 @@ class LatentLayout:
         *,
         ordinal_threshold: int = 10,
         max_levels: int = 50,
+        categorical_likelihood: str = "mnp",
+        continuous: str = "normal_scores",
+        continuous_share: float = 0.5,
     ) -> LatentLayout:
         """Encode a validated table.
 
@@ -162,13 +278,31 @@ class LatentLayout:
             Ordinal columns with fewer observed levels than this are modelled as unordered
             categorical (Feldman & Kowal, section 6.1). Set to 0 to keep every ordinal ordered.
         max_levels : int, default 50
-            Largest number of levels accepted for a categorical variable (each level is a latent
-            column).
+            Largest number of levels accepted for a categorical variable.
+        categorical_likelihood : {"mnp", "rpl"}, default "mnp"
+            The multinomial probit (K - 1 utility columns, a proper probability model) or the
+            paper's extended rank-probit likelihood (K level columns).
+        continuous : {"normal_scores", "rank"}, default "normal_scores"
+            How columns with mostly distinct values are modelled (see the module docstring).
+        continuous_share : float, default 0.5
+            Share of distinct observed values from which a column counts as continuous.
 
         Returns
         -------
         LatentLayout
         """
+        if categorical_likelihood not in CATEGORICAL_LIKELIHOODS:
+            from bayesynth.errors import InvalidParameterError
+
+            raise InvalidParameterError(
+                f"categorical_likelihood must be one of {CATEGORICAL_LIKELIHOODS}; got "
+                f"{categorical_likelihood!r}.", column="categorical_likelihood")
+        if continuous not in ("normal_scores", "rank"):
+            from bayesynth.errors import InvalidParameterError
+
+            raise InvalidParameterError(
+                f"continuous must be 'normal_scores' or 'rank'; got {continuous!r}.",
+                column="continuous")
         n = len(df)
         names: list[str] = []
         cats: list[CategoricalBlock] = []
@@ -177,8 +311,10 @@ class LatentLayout:
         for name in schema.names:
             col = schema[name]
             s = df[name]
-            as_categorical = col.type == "categorical" or (
-                col.type == "ordinal" and _n_observed(s) < ordinal_threshold
+            as_categorical = (
+                col.type == "categorical"
+                or (col.type == "ordinal" and _n_observed(s) < ordinal_threshold)
+                or (col.type == "binary" and categorical_likelihood == "mnp")
             )
             if as_categorical:
                 codes_full = encode_levels(s, col)
@@ -198,14 +334,24 @@ class LatentLayout:
                         "max_levels.",
                         column=name,
                     )
+                codes = codes.astype(np.int64)
+                if categorical_likelihood == "mnp":
+                    counts = np.bincount(codes, minlength=len(levels))
+                    ref = int(np.argmax(counts))  # the most frequent level
+                    col_levels = [h for h in range(len(levels)) if h != ref]
+                else:
+                    ref = -1
+                    col_levels = list(range(len(levels)))
                 start = len(names)
-                names.extend(f"{name}[{lev}]" for lev in levels)
+                names.extend(f"{name}[{levels[h]}]" for h in col_levels)
                 cats.append(
                     CategoricalBlock(
                         name=name,
                         latent=np.arange(start, len(names)),
                         levels=tuple(levels),
-                        codes=codes.astype(np.int64),
+                        codes=codes,
+                        likelihood=categorical_likelihood,
+                        reference=ref,
                     )
                 )
                 continue
@@ -219,9 +365,12 @@ class LatentLayout:
             uniq, inv = np.unique(raw[~miss], return_inverse=True)
             codes[~miss] = inv
             names.append(name)
+            n_obs = int((~miss).sum())
+            fixed = (continuous == "normal_scores" and n_obs > 0
+                     and len(uniq) >= continuous_share * n_obs and len(uniq) > 2)
             ords.append(
                 OrderedColumn(name=name, latent=len(names) - 1, kind="value", codes=codes,
-                              n_groups=len(uniq))
+                              n_groups=len(uniq), fixed=bool(fixed))
             )
             if miss.any():
                 missing_cols.append(
@@ -241,26 +390,38 @@ class LatentLayout:
     def _with_kernel_arrays(
         cls, n: int, names: list[str], cats: list[CategoricalBlock], ords: list[OrderedColumn]
     ) -> LatentLayout:
+        rpl = [b for b in cats if b.likelihood == "rpl"]
+        mnp = [b for b in cats if b.likelihood == "mnp"]
         lvl_cols = (
-            np.concatenate([b.latent for b in cats]).astype(np.int64)
-            if cats else np.zeros(0, dtype=np.int64)
+            np.concatenate([b.latent for b in rpl]).astype(np.int64)
+            if rpl else np.zeros(0, dtype=np.int64)
         )
         sign = np.empty((len(lvl_cols), n), dtype=np.int8)
         row = 0
-        for b in cats:
+        for b in rpl:
             for h in range(len(b.levels)):
                 sign[row] = np.where(b.codes == h, 1, -1)
                 row += 1
         # Per level column, the records with that level first (z > 0), then the others.
         lvl_order = np.argsort(-sign, axis=1, kind="stable").astype(np.int64)
         lvl_npos = (sign > 0).sum(axis=1).astype(np.int64)
+        mnp_cols = (np.concatenate([b.latent for b in mnp]).astype(np.int64)
+                    if mnp else np.zeros(0, dtype=np.int64))
+        mnp_off = np.cumsum([0] + [len(b.latent) for b in mnp]).astype(np.int64)
+        mnp_codes = np.empty((len(mnp), n), dtype=np.int64)
+        for r, b in enumerate(mnp):
+            local = b.level_columns  # level -> column position, -1 for the reference
+            mnp_codes[r] = np.where(b.codes >= 0, local[np.maximum(b.codes, 0)], -2)
         ord_cols = np.array([o.latent for o in ords], dtype=np.int64)
         ord_idx, grp_start, grp_off, mis_idx, mis_off = [], [], [0], [], [0]
         pos = 0
         for o in ords:
             obs = np.flatnonzero(o.codes >= 0)
+            if o.fixed:  # observed values are data: no constraint to walk, only missing ones
+                obs = obs[:0]
             order = obs[np.argsort(o.codes[obs], kind="stable")]
-            counts = np.bincount(o.codes[obs], minlength=o.n_groups)
+            counts = (np.bincount(o.codes[obs], minlength=o.n_groups) if len(obs)
+                      else np.zeros(0, dtype=np.int64))
             starts = pos + np.concatenate([[0], np.cumsum(counts)])
             ord_idx.append(order)
             grp_start.append(starts)
@@ -288,6 +449,9 @@ class LatentLayout:
             k_grp_off=np.asarray(grp_off, dtype=np.int64),
             k_mis_idx=cat(mis_idx),
             k_mis_off=np.asarray(mis_off, dtype=np.int64),
+            k_mnp_cols=mnp_cols,
+            k_mnp_off=mnp_off,
+            k_mnp_codes=mnp_codes,
         )
 
     # ---------------------------------------------------------------------------- constraints
@@ -301,8 +465,26 @@ class LatentLayout:
             zl = z[:, self.k_lvl_cols].T
             if not np.all(zl * self.k_lvl_sign > 0):
                 return False
+        for b in range(len(self.k_mnp_off) - 1):
+            u = z[:, self.k_mnp_cols[self.k_mnp_off[b]:self.k_mnp_off[b + 1]]]
+            codes = self.k_mnp_codes[b]
+            known = codes >= -1
+            found = mnp_levels(u)
+            if np.any(found[known] != codes[known]):
+                return False
+            # strict: the winning utility beats every other and 0 strictly
+            top = np.sort(np.column_stack([u, np.zeros(len(u))]), axis=1)
+            if np.any(top[known, -1] == top[known, -2]):
+                return False
+        for o in self.ordered:
+            if o.fixed:
+                obs = o.codes >= 0
+                if not np.array_equal(z[obs, o.latent], o.normal_scores[obs]):
+                    return False
         for c, j in enumerate(self.k_ord_cols):
             starts = self.k_grp_start[self.k_grp_off[c]:self.k_grp_off[c + 1]]
+            if starts[-1] == starts[0]:
+                continue
             seg = z[self.k_ord_idx[starts[0]:starts[-1]], j]
             rel = starts[:-1] - starts[0]
             gmax = np.maximum.reduceat(seg, rel)
@@ -312,7 +494,9 @@ class LatentLayout:
         return True
 
     def initial_z(self) -> np.ndarray:
-        """A point of the constraint set: normal scores of the ranks, +-0.5 for level columns.
+        """A point of the constraint set: normal scores of the ranks for ordered columns;
+        +-0.5 for ``"rpl"`` level columns; 0.5 for a record's own ``"mnp"`` utility and -0.5
+        for the others (all -0.5 at the reference level, 0 without information).
 
         For ordered columns each tie group gets ``Phi^-1(midrank / (m + 1))`` (m observed
         records), strictly increasing in the group; missing entries get 0.
@@ -320,14 +504,36 @@ class LatentLayout:
         z = np.zeros((self.n, self.p_latent), order="F")
         if len(self.k_lvl_cols):
             z[:, self.k_lvl_cols] = 0.5 * self.k_lvl_sign.T
+        for b in range(len(self.k_mnp_off) - 1):
+            cols = self.k_mnp_cols[self.k_mnp_off[b]:self.k_mnp_off[b + 1]]
+            codes = self.k_mnp_codes[b]
+            block = np.where(codes[:, None] == -2, 0.0, -0.5) * np.ones((1, len(cols)))
+            own = codes >= 0
+            block[np.flatnonzero(own), codes[own]] = 0.5
+            z[:, cols] = block
+        for o in self.ordered:
+            if o.fixed:
+                z[:, o.latent] = o.normal_scores
         for c, j in enumerate(self.k_ord_cols):
             starts = self.k_grp_start[self.k_grp_off[c]:self.k_grp_off[c + 1]]
             m = starts[-1] - starts[0]
+            if m == 0:
+                continue
             mid = 0.5 * (starts[:-1] + starts[1:] - 2 * starts[0] + 1)
             scores = ndtri(mid / (m + 1.0))
             sizes = np.diff(starts)
             z[self.k_ord_idx[starts[0]:starts[-1]], j] = np.repeat(scores, sizes)
         return z
+
+
+def mnp_levels(u: np.ndarray) -> np.ndarray:
+    """The multinomial-probit level of each row of utilities ``u`` (n x (K - 1)): the position
+    of the largest positive utility, or -1 (the reference level) when none is positive."""
+    u = np.asarray(u)
+    if u.shape[1] == 0:
+        return np.full(len(u), -1, dtype=np.int64)
+    arg = np.argmax(u, axis=1)
+    return np.where(u[np.arange(len(u)), arg] > 0, arg, -1).astype(np.int64)
 
 
 def _n_observed(s: pd.Series) -> int:

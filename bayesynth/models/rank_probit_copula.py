@@ -18,7 +18,7 @@ from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 
 from bayesynth.errors import SchemaError
-from bayesynth.models.layout import LatentLayout, registered_layout
+from bayesynth.models.layout import CATEGORICAL_LIKELIHOODS, LatentLayout, registered_layout
 from bayesynth.schema import Schema, infer_schema, validate_data
 
 __all__ = [
@@ -92,27 +92,71 @@ def get_layout(model: pm.Model) -> LatentLayout:
     )
 
 
-def choose_n_factors(scores: np.ndarray, variance_explained: float = 0.95) -> int:
-    """Number of principal components of ``scores`` needed to explain a share of variance.
+def _indicator_scores(layout: LatentLayout) -> np.ndarray:
+    """The data as an n x p* array: normal scores of the ranks for ordered columns, 0/1
+    indicators for categorical columns (of each non-reference level for ``"mnp"``)."""
+    z = layout.initial_z()
+    out = np.array(z, copy=True)
+    for b in layout.categorical:
+        for pos, j in enumerate(b.latent):
+            out[:, j] = (b.codes == b.column_levels[pos]).astype(float)
+    return out
+
+
+def choose_n_factors(layout: LatentLayout, *, n_permutations: int = 20,
+                     quantile: float = 0.95) -> int:
+    """Default number of factors: Horn's parallel analysis on the data's indicator scores.
+
+    The correlation matrix of the data (ordered columns as normal scores of their ranks,
+    categorical variables as 0/1 indicators of their K - 1 non-reference levels, so that a
+    K-level variable counts as K - 1 dimensions), with the correlations among one variable's
+    own indicators set to zero (they exclude each other by construction, which the
+    categorical likelihood already encodes), is compared with the same matrix after every
+    column is permuted independently; k is the number of leading eigenvalues above the
+    ``quantile`` of their permutation distribution (at least 1). Noise dimensions, which a
+    95%-of-variance rule keeps until the model saturates, are left out.
 
     Parameters
     ----------
-    scores : numpy.ndarray, shape (n, p)
-        Normal scores of the data (columns are standardised here).
-    variance_explained : float, default 0.95
+    layout : LatentLayout
+    n_permutations : int, default 20
+    quantile : float, default 0.95
 
     Returns
     -------
     int
-        Smallest k whose leading k eigenvalues of the correlation matrix sum to at least
-        ``variance_explained`` of the total.
+
+    References
+    ----------
+    Horn, J. L. (1965). A rationale and test for the number of factors in factor analysis.
+    *Psychometrika*, 30, 179-185.
     """
-    sd = scores.std(axis=0)
-    sd[sd == 0] = 1.0
-    x = (scores - scores.mean(axis=0)) / sd
-    ev = np.linalg.eigvalsh(x.T @ x / len(x))[::-1].clip(min=0)
-    share = np.cumsum(ev) / ev.sum()
-    return int(min(np.searchsorted(share, variance_explained - 1e-12) + 1, scores.shape[1]))
+    x = _indicator_scores(layout)
+    owner = np.arange(layout.p_latent)
+    for b_i, b in enumerate(layout.categorical):
+        owner[b.latent] = layout.p_latent + b_i
+    sd = x.std(axis=0)
+    keep = sd > 0
+    x = (x[:, keep] - x[:, keep].mean(axis=0)) / sd[keep]
+    owner = owner[keep]
+    same = (owner[:, None] == owner[None, :]) & ~np.eye(len(owner), dtype=bool)
+    n, p = x.shape
+    if p < 2:
+        return 1
+
+    def eig(a):
+        R = a.T @ a / n
+        R[same] = 0.0  # a variable's own indicators exclude each other: not a factor
+        return np.linalg.eigvalsh(R)[::-1]
+
+    ev = eig(x)
+    rng = np.random.default_rng(0)  # a fixed, documented choice: the same data give the same k
+    null = np.empty((n_permutations, p))
+    for r in range(n_permutations):
+        null[r] = eig(np.column_stack([rng.permutation(x[:, j]) for j in range(p)]))
+    above = ev > np.quantile(null, quantile, axis=0)
+    k = int(np.argmin(above)) if not above.all() else p
+    return max(1, min(k, layout.p_latent))
 
 
 def rank_probit_copula(
@@ -120,6 +164,8 @@ def rank_probit_copula(
     schema: Schema | None = None,
     *,
     n_factors: int | None = None,
+    categorical_likelihood: str = "mnp",
+    continuous: str = "normal_scores",
     nu: float = 3.0,
     a1: float = 2.0,
     a2: float = 3.0,
@@ -132,7 +178,7 @@ def rank_probit_copula(
     variance_explained: float = 0.95,
     priors: Mapping[str, PriorFactory] | None = None,
 ) -> pm.Model:
-    r"""Build the extended rank-probit Gaussian copula factor model of a mixed-type table.
+    r"""Build the rank-probit Gaussian copula factor model of a mixed-type table.
 
     Latent data z (records x latent columns) follow the factor model
 
@@ -141,15 +187,20 @@ def rank_probit_copula(
         z_i = \alpha + \Lambda \eta_i + \epsilon_i,\quad \epsilon_i \sim N(0, \Sigma),\quad
         \eta_i \sim N(0, I_k),
 
-    with :math:`\alpha_j \sim N(\mu_\alpha, \sigma_\alpha^2)` on categorical level columns only
-    (zero elsewhere), :math:`\sigma_j^{-2} \sim \mathrm{Gamma}(a_\sigma, b_\sigma)` (shape, rate),
-    and the multiplicative gamma process prior on the loadings,
+    with :math:`\alpha_j \sim N(\mu_\alpha, \sigma_\alpha^2)` on categorical columns only
+    (zero elsewhere), :math:`\sigma_j^{-2} \sim \mathrm{Gamma}(a_\sigma, b_\sigma)` (shape,
+    rate) on every column with a free scale (:math:`\sigma_j = 1` on multinomial-probit
+    utility columns), and the multiplicative gamma process prior on the loadings,
     :math:`\lambda_{jh} \sim N(0, 1/(\phi_{jh}\tau_h))`,
     :math:`\phi_{jh} \sim \mathrm{Gamma}(\nu/2, \nu/2)`, :math:`\tau_h = \prod_{l \le h}\delta_l`,
     :math:`\delta_1 \sim \mathrm{Gamma}(a_1, 1)`, :math:`\delta_l \sim \mathrm{Gamma}(a_2, 1)`.
-    The likelihood is the extended rank-probit likelihood: z must lie in the event E defined by
-    the data (see :class:`bayesynth.models.layout.LatentLayout`), imposed by the potential
-    ``rank_probit``.
+    The likelihood restricts z to the event E defined by the data (see
+    :class:`bayesynth.models.layout.LatentLayout`), imposed by the potential ``rank_probit``:
+    the rank likelihood for ordered columns and, for unordered categorical variables, either a
+    multinomial probit (``categorical_likelihood="mnp"``, the default: K - 1 utility columns, the
+    observed level is the argmax against a reference utility of 0, so the level probabilities
+    sum to one) or the paper's extended rank-probit likelihood (``"rpl"``: K level columns, one
+    positive).
 
     Parameters
     ----------
@@ -158,12 +209,17 @@ def rank_probit_copula(
     schema : Schema, optional
         Column types; inferred with :func:`bayesynth.infer_schema` when omitted.
     n_factors : int, optional
-        Number of factors k. By default the number of principal components of the normal scores
-        that explain ``variance_explained`` of their variance.
+        Number of factors k; by default :func:`choose_n_factors` on the data.
+    categorical_likelihood : {"mnp", "rpl"}, default "mnp"
+        See above. ``"rpl"`` reproduces Feldman & Kowal (2022).
+    continuous : {"normal_scores", "rank"}, default "normal_scores"
+        Columns with mostly distinct values: latent values fixed at the normal scores of their
+        ranks (a plug-in step; the rank likelihood cannot be sampled for them in practice,
+        see :mod:`bayesynth.models.layout`), or the rank likelihood as in the paper.
     nu, a1, a2 : float
         Multiplicative gamma process hyperparameters (defaults 3, 2, 3).
     a_sigma, b_sigma : float
-        Shape and rate of the Gamma prior on the residual precisions (defaults 1, 0.3).
+        Shape and rate of the Gamma prior on the free residual precisions (defaults 1, 0.3).
     alpha_mu, alpha_sigma : float
         Mean and standard deviation of the normal prior on the intercepts (defaults 0, 1).
     ordinal_threshold : int, default 10
@@ -171,31 +227,32 @@ def rank_probit_copula(
     max_levels : int, default 50
         Most levels accepted for one categorical variable.
     variance_explained : float, default 0.95
-        Share of variance used to choose ``n_factors`` when it is not given.
+        Only for ``n_factors="pca"``-style choices in :func:`choose_n_factors` (kept for
+        compatibility; the default rule does not use it).
     priors : mapping, optional
         Replacement priors, keyed by ``"alpha"``, ``"sigma"`` or ``"Lambda"``. Each value is a
         callable ``f(name, dims)`` that creates and returns the random variable inside the model
         context, e.g. ``{"alpha": lambda name, dims: pm.StudentT(name, nu=4, sigma=1,
-        dims=dims)}``. Replacing ``"sigma"`` removes ``prec``; replacing ``"Lambda"`` removes the
-        shrinkage variables ``phi``, ``delta`` and ``tau``. :func:`bayesynth.sample` keeps its
-        Gibbs step for any replacement that stays conjugate (a zero-mean normal ``Lambda``, a
-        normal ``alpha``) and hands the others to PyMC's samplers.
+        dims=dims)}``. ``"sigma"`` is called with the name ``"sigma_free"`` and dims
+        ``("free_scale",)`` (the columns whose scale is a parameter) and removes ``prec``;
+        replacing ``"Lambda"`` removes the shrinkage variables ``phi``, ``delta`` and ``tau``.
+        :func:`bayesynth.sample` keeps its Gibbs step for any replacement that stays conjugate (a
+        zero-mean normal ``Lambda``, a normal ``alpha``) and hands the others to PyMC's samplers.
 
     Notes
     -----
     The chain starts from neutral values: the latent data at the normal scores of the ranks
-    (``+-0.5`` for level columns), zero loadings, factor scores and intercepts, unit precisions.
-    The first sweeps build the factor structure from noise. (Starting from a principal-component
-    fit was tried and found to leave the sampler in a slowly mixing region.)
+    (+-0.5 for categorical columns), zero loadings, factor scores and intercepts, unit
+    precisions. The first sweeps build the factor structure from noise.
 
     Returns
     -------
     pymc.Model
-        Coordinates ``record``, ``latent`` (and ``latent2``), ``factor`` and ``level``. Free
-        variables ``delta`` (factor), ``phi`` and ``Lambda`` (latent, factor), ``alpha`` (level),
-        ``prec`` (latent), ``eta`` (record, factor), ``z`` (record, latent); deterministics
-        ``tau``, ``sigma``, the copula correlation ``C`` (latent, latent2) and the scaled
-        intercepts ``alpha_scaled`` (level), the identified quantities.
+        Coordinates ``record``, ``latent`` (and ``latent2``), ``free_scale``, ``factor`` and
+        ``level``. Free variables ``delta`` (factor), ``phi`` and ``Lambda`` (latent, factor),
+        ``alpha`` (level), ``prec`` (free_scale), ``eta`` (record, factor), ``z`` (record,
+        latent); deterministics ``tau``, ``sigma`` (latent), the copula correlation ``C``
+        (latent, latent2) and the scaled intercepts ``alpha_scaled`` (level).
 
     Raises
     ------
@@ -208,6 +265,8 @@ def rank_probit_copula(
     mixed datasets. arXiv:2102.08255, sections 3-4.
     Bhattacharya, A. and Dunson, D. B. (2011). Sparse Bayesian infinite factor models.
     *Biometrika*, 98(2), 291-306.
+    Imai, K. and van Dyk, D. A. (2005). A Bayesian analysis of the multinomial probit model using
+    marginal data augmentation. *Journal of Econometrics*, 124, 311-334.
 
     Examples
     --------
@@ -215,7 +274,7 @@ def rank_probit_copula(
     >>> df = bs.datasets.simulate_child_health(n=200, random_seed=1)
     >>> model = bs.models.rank_probit_copula(df, n_factors=3)
     >>> sorted(model.coords)
-    ['factor', 'latent', 'latent2', 'level', 'record']
+    ['factor', 'free_scale', 'latent', 'latent2', 'level', 'record']
     """
     schema = infer_schema(data) if schema is None else schema
     validate_data(data, schema)
@@ -225,17 +284,21 @@ def rank_probit_copula(
         raise SchemaError(
             f"priors= names {unknown}; only {list(SWAPPABLE_PRIORS)} can be replaced."
         )
+    if categorical_likelihood not in CATEGORICAL_LIKELIHOODS:
+        raise SchemaError(f"categorical_likelihood must be one of {CATEGORICAL_LIKELIHOODS}; "
+                          f"got {categorical_likelihood!r}.")
     for label, value in (("nu", nu), ("a1", a1), ("a2", a2), ("a_sigma", a_sigma),
                          ("b_sigma", b_sigma), ("alpha_sigma", alpha_sigma)):
         if not (np.isfinite(value) and value > 0):
             raise SchemaError(f"{label} must be a positive number; got {value!r}.")
     layout = LatentLayout.from_data(
-        data, schema, ordinal_threshold=ordinal_threshold, max_levels=max_levels
+        data, schema, ordinal_threshold=ordinal_threshold, max_levels=max_levels,
+        categorical_likelihood=categorical_likelihood, continuous=continuous,
     )
     p = layout.p_latent
     z0 = layout.initial_z()
     if n_factors is None:
-        k = choose_n_factors(z0, variance_explained)
+        k = choose_n_factors(layout)
     else:
         if int(n_factors) != n_factors or not 1 <= n_factors <= p:
             raise SchemaError(
@@ -244,10 +307,12 @@ def rank_probit_copula(
             )
         k = int(n_factors)
     index = data.index if data.index.is_unique else pd.RangeIndex(len(data))
+    free = layout.free_scale_columns
     coords = {
         "record": index.tolist(),
         "latent": layout.latent_names,
         "latent2": layout.latent_names,
+        "free_scale": [layout.latent_names[j] for j in free],
         "factor": list(range(k)),
         "level": layout.level_names,
     }
@@ -275,11 +340,13 @@ def rank_probit_copula(
                                   initval=np.zeros(len(lvl)))
             alpha_full = pt.set_subtensor(alpha_full[lvl], alpha)
         if "sigma" in priors:
-            sigma = priors["sigma"]("sigma", ("latent",))
+            sigma_free = priors["sigma"]("sigma_free", ("free_scale",))
         else:
-            prec = pm.Gamma("prec", alpha=a_sigma, beta=b_sigma, dims="latent",
-                            initval=np.ones(p))
-            sigma = pm.Deterministic("sigma", 1.0 / pt.sqrt(prec), dims="latent")
+            prec = pm.Gamma("prec", alpha=a_sigma, beta=b_sigma, dims="free_scale",
+                            initval=np.ones(len(free)))
+            sigma_free = 1.0 / pt.sqrt(prec)
+        sigma = pm.Deterministic("sigma", pt.set_subtensor(pt.ones(p)[free], sigma_free),
+                                 dims="latent")
         eta = pm.Normal("eta", mu=0.0, sigma=1.0, dims=("record", "factor"),
                         initval=np.zeros((len(data), k)))
         mu = alpha_full[None, :] + pt.dot(eta, Lambda.T)

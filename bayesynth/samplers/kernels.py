@@ -22,7 +22,7 @@ import numpy as np
 from scipy.linalg import cholesky, solve_triangular
 
 from bayesynth.models.layout import LatentLayout
-from bayesynth.samplers.rng import new_state, normal, standard_normal
+from bayesynth.samplers.rng import new_state, normal, standard_normal, uniform, uniform_pos
 from bayesynth.samplers.truncnorm import _tn_std
 
 __all__ = [
@@ -30,10 +30,17 @@ __all__ = [
     "draw_eta",
     "draw_eta_collapsed",
     "draw_Lambda",
+    "draw_Lambda_marginal_phi",
     "draw_prec",
     "draw_alpha",
+    "draw_alpha_collapsed",
+    "draw_categorical_rows",
     "draw_mgp",
     "draw_column_scale",
+    "draw_translation",
+    "draw_warp",
+    "draw_factor_scale",
+    "draw_utility_scale",
     "factor_mean",
 ]
 
@@ -50,9 +57,42 @@ def factor_mean(alpha_full: np.ndarray, Lambda: np.ndarray, eta: np.ndarray) -> 
 
 @numba.njit(cache=True)
 def _z_sweep(st, sp, zT, muT, sd, lvl_cols, lvl_order, lvl_npos, ord_cols, ord_idx, grp_start,
-             grp_off, mis_idx, mis_off, scratch):  # pragma: no cover - compiled
+             grp_off, mis_idx, mis_off, mnp_cols, mnp_off, mnp_codes,
+             scratch):  # pragma: no cover - compiled
     n = zT.shape[1]
     inf = np.inf
+    # Multinomial-probit utility columns, one column of a block at a time. Record i with the
+    # level of column c needs z_ic > max(0, other utilities); with the level of another column
+    # d, z_ic < z_id; at the reference level, z_ic < 0; without information, unconstrained.
+    for b in range(mnp_off.shape[0] - 1):
+        c0 = mnp_off[b]
+        c1 = mnp_off[b + 1]
+        codes = mnp_codes[b]
+        for cc in range(c0, c1):
+            j = mnp_cols[cc]
+            local = cc - c0
+            s = sd[j]
+            inv = 1.0 / s
+            zj = zT[j]
+            mj = muT[j]
+            for i in range(n):
+                y = codes[i]
+                m = mj[i]
+                if y == -2:
+                    zj[i] = m + s * normal(st, sp)
+                elif y == local:
+                    lo = 0.0
+                    for oc in range(c0, c1):
+                        if oc != cc:
+                            v = zT[mnp_cols[oc], i]
+                            if v > lo:
+                                lo = v
+                    x = m + s * _tn_std(st, sp, (lo - m) * inv, inf)
+                    zj[i] = x if x > lo else np.nextafter(lo, inf)
+                else:
+                    hi = 0.0 if y == -1 else zT[mnp_cols[c0 + y], i]
+                    x = m + s * _tn_std(st, sp, -inf, (hi - m) * inv)
+                    zj[i] = x if x < hi else np.nextafter(hi, -inf)
     # Level columns of categorical variables: independent sign constraints, the records with
     # z > 0 first (lvl_order), then those with z < 0.
     for c in range(lvl_cols.shape[0]):
@@ -133,9 +173,12 @@ def draw_z(
 ) -> np.ndarray:
     """One Gibbs sweep of the latent data under the rank-probit constraints.
 
-    Each z_ij is drawn from N(mu_ij, sd_j^2) truncated to its bounds given all other z: for a
-    level column (0, inf) or (-inf, 0); for an ordered column (max z of the next lower value,
-    min z of the next higher value); unbounded where the value is missing. Ordered columns are
+    Each z_ij is drawn from N(mu_ij, sd_j^2) truncated to its bounds given all other z: for an
+    ``"rpl"`` level column (0, inf) or (-inf, 0); for a ``"mnp"`` utility column
+    (max(0, the record's other utilities), inf) at the record's level, (-inf, the record's
+    winning utility) at another level and (-inf, 0) at the reference level; for an ordered
+    column (max z of the next lower value, min z of the next higher value); unbounded where the
+    value is missing. Ordered columns are
     updated one tie group at a time, all records of a group at once (they are conditionally
     independent given the neighbouring groups).
 
@@ -174,6 +217,7 @@ def draw_z(
         layout.k_lvl_cols, layout.k_lvl_order, layout.k_lvl_npos,
         layout.k_ord_cols, layout.k_ord_idx, layout.k_grp_start, layout.k_grp_off,
         layout.k_mis_idx, layout.k_mis_off,
+        layout.k_mnp_cols, layout.k_mnp_off, layout.k_mnp_codes,
         np.empty((3, max(max_groups, layout.n) + 1)),
     )
     return out
@@ -522,3 +566,764 @@ def draw_column_scale(
     log_ratio = logpi(u_new) - logpi(u_old) + logq(u_old) - logq(u_new)
     accept = np.log(rng.random(p)) < log_ratio
     return np.where(accept, np.exp(0.5 * u_new), 1.0)
+
+
+def draw_translation(
+    rng: np.random.Generator,
+    z: np.ndarray,
+    mu: np.ndarray,
+    sd: np.ndarray,
+    cols: np.ndarray,
+) -> np.ndarray:
+    """Shifts b_j of the translation move on ordered columns.
+
+    The rank likelihood does not change when an ordered latent column is shifted,
+    z_.j -> z_.j + b, so only z's normal prior N(mu_.j, sd_j^2) pins its location down, through
+    the factor scores, and the plain Gibbs sampler random-walks along it. Under the additive
+    group (Haar measure db, Jacobian 1) the conditional of the shift is
+
+        b_j ~ N(mean_i(mu_ij - z_ij), sd_j^2 / n),
+
+    an exact Gibbs draw along the orbit (Liu & Sabatti 2000). Missing entries shift with the
+    rest (they are unconstrained).
+
+    Parameters
+    ----------
+    z, mu : numpy.ndarray, shape (n, p*)
+    sd : numpy.ndarray, shape (p*,)
+    cols : numpy.ndarray
+        The ordered columns.
+
+    Returns
+    -------
+    numpy.ndarray, shape (len(cols),)
+        Apply as ``z[:, cols] += b``.
+    """
+    n = z.shape[0]
+    cols = np.asarray(cols, dtype=np.int64)
+    if not len(cols):
+        return np.zeros(0)
+    resid = (mu[:, cols] - z[:, cols]).mean(axis=0)
+    return resid + sd[cols] / np.sqrt(n) * rng.standard_normal(len(cols))
+
+
+def draw_utility_scale(
+    rng: np.random.Generator,
+    z: np.ndarray,
+    alpha_full: np.ndarray,
+    Lambda: np.ndarray,
+    eta: np.ndarray,
+    sd: np.ndarray,
+    prior_prec: np.ndarray,
+    alpha_prior_prec: np.ndarray,
+    blocks: list[np.ndarray],
+) -> np.ndarray:
+    """Scale factors c_b of the joint scale move on each multinomial-probit block.
+
+    The multinomial probit does not change when every utility of a variable is multiplied by
+    c > 0 (the argmax and the comparison with the reference utility 0 are scale-free). Moving
+    the block's latent values, intercepts and loading rows together,
+    (z_.L, alpha_L, Lambda_L) -> c (z_.L, alpha_L, Lambda_L), with the residual scales fixed, the
+    conditional along the orbit (left Haar measure dc/c, Jacobian c^d, d = n m + m_alpha + m k
+    for m columns) is proportional to
+
+        c^(d - 1) exp(-c^2 (S + A) / 2),
+
+    with S the block's residual sum of squares (each column divided by its variance) and A the
+    prior quadratic form of its intercepts and loadings (zero-mean normal priors). So
+    c^2 ~ Gamma(d / 2, rate = (S + A) / 2), drawn exactly. This is the marginal-augmentation
+    idea of Imai & van Dyk (2005) as an exact group move.
+
+    Parameters
+    ----------
+    z : numpy.ndarray, shape (n, p*)
+    alpha_full, sd : numpy.ndarray, shape (p*,)
+    Lambda : numpy.ndarray, shape (p*, k)
+    eta : numpy.ndarray, shape (n, k)
+    prior_prec : numpy.ndarray, shape (p*, k)
+        Prior precisions of the loadings.
+    alpha_prior_prec : numpy.ndarray, shape (p*,)
+        Prior precisions of the intercepts (0 where a column has none).
+    blocks : list of numpy.ndarray
+        Latent columns of each block.
+
+    Returns
+    -------
+    numpy.ndarray, shape (p*,)
+        c for every column of a block (1 elsewhere); apply as z *= c, alpha *= c,
+        Lambda *= c[:, None].
+
+    References
+    ----------
+    Imai, K. and van Dyk, D. A. (2005). A Bayesian analysis of the multinomial probit model using
+    marginal data augmentation. *Journal of Econometrics*, 124, 311-334.
+    Liu, J. S. and Sabatti, C. (2000). Generalised Gibbs sampler and multigrid Monte Carlo for
+    Bayesian computation. *Biometrika*, 87(2), 353-369.
+    """
+    n, k = eta.shape
+    out = np.ones(Lambda.shape[0])
+    for cols in blocks:
+        cols = np.asarray(cols, dtype=np.int64)
+        m = len(cols)
+        resid = z[:, cols] - alpha_full[cols] - eta @ Lambda[cols].T
+        S = float(np.sum(resid**2 / sd[cols] ** 2))
+        a_pp = np.asarray(alpha_prior_prec, float)[cols]
+        A = float(np.sum(a_pp * alpha_full[cols] ** 2)
+                  + np.sum(prior_prec[cols] * Lambda[cols] ** 2))
+        d = n * m + int(np.sum(a_pp > 0)) + m * k
+        u = rng.gamma(0.5 * d, 2.0 / (S + A))
+        out[cols] = np.sqrt(u)
+    return out
+
+
+@numba.njit(cache=True)
+def _collapsed_log_target(a, kind, bound, m, inv_sd, mu0, prec0):  # pragma: no cover
+    """log prior(a) + sum_i log P(z_i in its bounds | a): one-sided normal probabilities."""
+    out = -0.5 * prec0 * (a - mu0) ** 2
+    for i in range(kind.shape[0]):
+        if kind[i] > 0:
+            out += _log_ndtr((a + m[i] - bound[i]) * inv_sd)
+        elif kind[i] < 0:
+            out += _log_ndtr((bound[i] - a - m[i]) * inv_sd)
+    return out
+
+
+@numba.njit(cache=True)
+def _intercept_sweep(st, sp, zT, mT, sd, alpha_full, prior_mu, prior_prec, mnp_cols, mnp_off,
+                     mnp_codes, lvl_cols, lvl_sign, kind, bound):  # pragma: no cover
+    n = zT.shape[1]
+    inf = np.inf
+    n_mnp = mnp_cols.shape[0]
+    for c in range(n_mnp + lvl_cols.shape[0]):
+        # bounds of every record's latent value in this column, given the other columns
+        if c < n_mnp:
+            b = 0
+            while mnp_off[b + 1] <= c:
+                b += 1
+            c0 = mnp_off[b]
+            c1 = mnp_off[b + 1]
+            j = mnp_cols[c]
+            local = c - c0
+            codes = mnp_codes[b]
+            for i in range(n):
+                y = codes[i]
+                if y == -2:
+                    kind[i] = 0
+                elif y == local:
+                    lo = 0.0
+                    for oc in range(c0, c1):
+                        if oc != c:
+                            v = zT[mnp_cols[oc], i]
+                            if v > lo:
+                                lo = v
+                    kind[i] = 1
+                    bound[i] = lo
+                else:
+                    kind[i] = -1
+                    bound[i] = 0.0 if y == -1 else zT[mnp_cols[c0 + y], i]
+        else:
+            r = c - n_mnp
+            j = lvl_cols[r]
+            for i in range(n):
+                kind[i] = 1 if lvl_sign[r, i] > 0 else -1
+                bound[i] = 0.0
+        s = sd[j]
+        inv = 1.0 / s
+        m = mT[j]
+        a0 = alpha_full[j]
+        mu0 = prior_mu[j]
+        p0 = prior_prec[j]
+        # slice sampling (Neal 2003) of the intercept with the column's latent values
+        # integrated out; the width is set from the curvature at the current value
+        info = p0
+        for i in range(n):
+            if kind[i] != 0:
+                t = (a0 + m[i] - bound[i]) * inv if kind[i] > 0 else (bound[i] - a0 - m[i]) * inv
+                if t > -30.0:
+                    r_ = math.exp(-0.5 * t * t - _log_ndtr(t)) / math.sqrt(2.0 * math.pi)
+                else:
+                    r_ = -t
+                info += r_ * (r_ + t) * inv * inv
+        w = 3.0 / math.sqrt(info)
+        g0 = _collapsed_log_target(a0, kind, bound, m, inv, mu0, p0)
+        level = g0 + math.log(uniform_pos(st))
+        left = a0 - w * uniform(st)
+        right = left + w
+        steps = 0
+        while steps < 50 and _collapsed_log_target(left, kind, bound, m, inv, mu0, p0) > level:
+            left -= w
+            steps += 1
+        steps = 0
+        while steps < 50 and _collapsed_log_target(right, kind, bound, m, inv, mu0, p0) > level:
+            right += w
+            steps += 1
+        while True:
+            a1 = left + (right - left) * uniform(st)
+            if _collapsed_log_target(a1, kind, bound, m, inv, mu0, p0) > level:
+                break
+            if a1 < a0:
+                left = a1
+            else:
+                right = a1
+        alpha_full[j] = a1
+        # the column's latent values given the new intercept
+        zj = zT[j]
+        for i in range(n):
+            mean = a1 + m[i]
+            if kind[i] > 0:
+                lo = bound[i]
+                x = mean + s * _tn_std(st, sp, (lo - mean) * inv, inf)
+                zj[i] = x if x > lo else np.nextafter(lo, inf)
+            elif kind[i] < 0:
+                hi = bound[i]
+                x = mean + s * _tn_std(st, sp, -inf, (hi - mean) * inv)
+                zj[i] = x if x < hi else np.nextafter(hi, -inf)
+            else:
+                zj[i] = mean + s * normal(st, sp)
+
+
+def draw_alpha_collapsed(
+    rng: np.random.Generator,
+    z: np.ndarray,
+    alpha_full: np.ndarray,
+    Lambda: np.ndarray,
+    eta: np.ndarray,
+    sd: np.ndarray,
+    layout: LatentLayout,
+    prior_mu: np.ndarray,
+    prior_sd: np.ndarray,
+) -> np.ndarray:
+    """Intercepts of the categorical columns with their latent values integrated out, then the
+    latent values given the new intercepts (a partially collapsed Gibbs block, in place on z).
+
+    For a categorical column j the records' latent values are, given the other columns, the
+    factor scores and the loadings, independent normals restricted to one-sided intervals, so
+
+        p(alpha_j | everything but z_.j) propto N(alpha_j; m_0, s_0^2)
+            prod_i Phi(+-(alpha_j + lambda_j' eta_i - bound_i) / sigma_j),
+
+    a log-concave density, drawn by slice sampling (Neal 2003); z_.j is then redrawn from its
+    truncated normals. The plain Gibbs update of alpha given z moves by O(1/sqrt(n)) per
+    iteration, however uncertain alpha is, which for rare levels makes it mix very slowly; the
+    collapsed draw moves on the scale of the posterior.
+
+    Parameters
+    ----------
+    z : numpy.ndarray, shape (n, p*), Fortran order
+        Updated in place.
+    alpha_full, sd : numpy.ndarray, shape (p*,)
+    Lambda : numpy.ndarray, shape (p*, k)
+    eta : numpy.ndarray, shape (n, k)
+    layout : LatentLayout
+    prior_mu, prior_sd : numpy.ndarray, shape (p*,)
+        Normal prior of each column's intercept (used on categorical columns only).
+
+    Returns
+    -------
+    numpy.ndarray, shape (p*,)
+        The new ``alpha_full``.
+
+    References
+    ----------
+    van Dyk, D. A. and Park, T. (2008). Partially collapsed Gibbs samplers. *JASA*, 103,
+    790-796. Neal, R. M. (2003). Slice sampling. *Annals of Statistics*, 31, 705-767.
+    """
+    if not z.flags.f_contiguous:
+        raise ValueError("draw_alpha_collapsed: z must be Fortran-ordered (columns contiguous).")
+    alpha_full = np.array(alpha_full, dtype=np.float64, copy=True)
+    mT = np.ascontiguousarray(Lambda @ eta.T)
+    st, sp = new_state(rng)
+    n = z.shape[0]
+    _intercept_sweep(st, sp, z.T, mT, np.ascontiguousarray(sd, dtype=np.float64), alpha_full,
+                     np.ascontiguousarray(np.broadcast_to(prior_mu, alpha_full.shape),
+                                          dtype=np.float64),
+                     np.ascontiguousarray(1.0 / np.broadcast_to(prior_sd, alpha_full.shape) ** 2,
+                                          dtype=np.float64),
+                     layout.k_mnp_cols, layout.k_mnp_off, layout.k_mnp_codes, layout.k_lvl_cols,
+                     layout.k_lvl_sign, np.empty(n, dtype=np.int64), np.empty(n))
+    return alpha_full
+
+
+@numba.njit(cache=True)
+def _column_bounds(zT, c, mnp_cols, mnp_off, mnp_codes, lvl_cols, lvl_sign, kind,
+                   bound):  # pragma: no cover - compiled
+    """One-sided bounds of every record's latent value in categorical column c (in the
+    concatenated order: mnp columns, then rpl level columns), given the other columns.
+    kind: +1 lower bound, -1 upper bound, 0 none. Returns the latent index j."""
+    n = zT.shape[1]
+    n_mnp = mnp_cols.shape[0]
+    if c < n_mnp:
+        b = 0
+        while mnp_off[b + 1] <= c:
+            b += 1
+        c0 = mnp_off[b]
+        c1 = mnp_off[b + 1]
+        local = c - c0
+        codes = mnp_codes[b]
+        for i in range(n):
+            y = codes[i]
+            if y == -2:
+                kind[i] = 0
+            elif y == local:
+                lo = 0.0
+                for oc in range(c0, c1):
+                    if oc != c:
+                        v = zT[mnp_cols[oc], i]
+                        if v > lo:
+                            lo = v
+                kind[i] = 1
+                bound[i] = lo
+            else:
+                kind[i] = -1
+                bound[i] = 0.0 if y == -1 else zT[mnp_cols[c0 + y], i]
+        return mnp_cols[c]
+    r = c - n_mnp
+    for i in range(n):
+        kind[i] = 1 if lvl_sign[r, i] > 0 else -1
+        bound[i] = 0.0
+    return lvl_cols[r]
+
+
+@numba.njit(cache=True)
+def _redraw_column(st, sp, zj, mean, s, kind, bound):  # pragma: no cover - compiled
+    inf = np.inf
+    inv = 1.0 / s
+    for i in range(zj.shape[0]):
+        m = mean[i]
+        if kind[i] > 0:
+            lo = bound[i]
+            x = m + s * _tn_std(st, sp, (lo - m) * inv, inf)
+            zj[i] = x if x > lo else np.nextafter(lo, inf)
+        elif kind[i] < 0:
+            hi = bound[i]
+            x = m + s * _tn_std(st, sp, -inf, (hi - m) * inv)
+            zj[i] = x if x < hi else np.nextafter(hi, -inf)
+        else:
+            zj[i] = m + s * normal(st, sp)
+
+
+@numba.njit(cache=True)
+def _row_target(theta, X, kind, bound, inv_sd, mu0, P0, grad, H, need):  # pragma: no cover
+    """log target of one categorical column's (alpha, lambda); with ``need`` also its gradient
+    and Hessian (written into ``grad`` and ``H``). Rows with kind 0 carry no information."""
+    n, d = X.shape
+    val = 0.0
+    if need:
+        for a in range(d):
+            grad[a] = 0.0
+            for b in range(d):
+                H[a, b] = 0.0
+    for i in range(n):
+        if kind[i] == 0:
+            continue
+        m = 0.0
+        for a in range(d):
+            m += X[i, a] * theta[a]
+        sg = 1.0 if kind[i] > 0 else -1.0
+        t = sg * (m - bound[i]) * inv_sd
+        if t > 8.3:  # Phi(t) = 1 to double precision: no contribution
+            continue
+        lphi = _log_ndtr(t)
+        val += lphi
+        if need:
+            if t > -30.0:
+                r = math.exp(-0.5 * t * t - lphi) * 0.3989422804014327
+            else:
+                r = -t
+            g = sg * r * inv_sd
+            w = r * (r + t) * inv_sd * inv_sd
+            for a in range(d):
+                xa = X[i, a]
+                grad[a] += g * xa
+                for b in range(a + 1):
+                    H[a, b] -= w * xa * X[i, b]
+    for a in range(d):
+        da = theta[a] - mu0[a]
+        val -= 0.5 * P0[a] * da * da
+        if need:
+            grad[a] -= P0[a] * da
+            H[a, a] -= P0[a]
+            for b in range(a):
+                H[b, a] = H[a, b]
+    return val
+
+
+def draw_categorical_rows(
+    rng: np.random.Generator,
+    z: np.ndarray,
+    alpha_full: np.ndarray,
+    Lambda: np.ndarray,
+    eta: np.ndarray,
+    sd: np.ndarray,
+    layout: LatentLayout,
+    alpha_mu: np.ndarray,
+    alpha_sd: np.ndarray,
+    lambda_prior_prec: np.ndarray,
+    *,
+    newton_steps: int = 30,
+    columns: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Intercept and loadings of each categorical column with its latent values integrated out,
+    then those values redrawn (an exact partially collapsed block, z updated in place).
+
+    For a categorical column j, given the other columns, the factor scores and sigma_j, the
+    records' latent values are independent normals N(alpha_j + lambda_j' eta_i, sigma_j^2)
+    restricted to one-sided intervals (the multinomial-probit or rank-probit bounds), so
+
+        p(alpha_j, lambda_j | everything but z_.j) propto prior(alpha_j, lambda_j)
+            prod_i Phi(+-(alpha_j + lambda_j' eta_i - bound_i) / sigma_j),
+
+    a log-concave density in k + 1 dimensions (a probit regression on the factor scores). It is
+    sampled by one independence Metropolis-Hastings step from the normal approximation at its
+    mode (found by Newton's method to convergence), which leaves it invariant; then
+    z_.j is drawn from its truncated normals given the new (alpha_j, lambda_j). The plain Gibbs
+    updates move alpha_j and lambda_j by O(1/sqrt(n)) per iteration whatever their posterior
+    spread, which for rare levels makes them mix very slowly.
+
+    Parameters
+    ----------
+    z : numpy.ndarray, shape (n, p*), Fortran order
+        Updated in place.
+    alpha_full, sd : numpy.ndarray, shape (p*,)
+    Lambda : numpy.ndarray, shape (p*, k)
+    eta : numpy.ndarray, shape (n, k)
+    layout : LatentLayout
+    alpha_mu, alpha_sd : numpy.ndarray, shape (p*,)
+        Normal prior of each column's intercept (categorical columns).
+    lambda_prior_prec : numpy.ndarray, shape (p*, k)
+        Prior precisions of the loadings (zero-mean normal).
+    newton_steps : int, default 30
+        Most Newton steps to the mode of the (log-concave, so unimodal) target; iteration
+        stops when a step is below 1e-10. The proposal is then the normal approximation at the
+        mode, which does not depend on the current value (an independence sampler), as the
+        acceptance ratio used here requires.
+    columns : numpy.ndarray of bool, optional
+        Which categorical columns (in kernel order: multinomial-probit columns, then rpl level
+        columns) to update; default all.
+
+    Returns
+    -------
+    alpha_full : numpy.ndarray, shape (p*,)
+    Lambda : numpy.ndarray, shape (p*, k)
+    acceptance : float
+        Share of columns whose proposal was accepted.
+
+    References
+    ----------
+    van Dyk, D. A. and Park, T. (2008). Partially collapsed Gibbs samplers. *JASA*, 103,
+    790-796.
+    """
+    if not z.flags.f_contiguous:
+        raise ValueError("draw_categorical_rows: z must be Fortran-ordered.")
+    n, k = eta.shape
+    d = k + 1
+    alpha_full = np.array(alpha_full, dtype=np.float64, copy=True)
+    Lambda = np.array(Lambda, dtype=np.float64, copy=True)
+    X = np.ascontiguousarray(np.column_stack([np.ones(n), eta]))
+    zT = z.T
+    kind = np.empty(n, dtype=np.int64)
+    bound = np.empty(n)
+    grad = np.empty(d)
+    H = np.empty((d, d))
+    st, sp = new_state(rng)
+    n_cols = len(layout.k_mnp_cols) + len(layout.k_lvl_cols)
+    accepted = 0
+    todo = [c for c in range(n_cols) if columns is None or columns[c]]
+    for c in todo:
+        j = _column_bounds(zT, c, layout.k_mnp_cols, layout.k_mnp_off, layout.k_mnp_codes,
+                           layout.k_lvl_cols, layout.k_lvl_sign, kind, bound)
+        inv = 1.0 / float(sd[j])
+        mu0 = np.r_[alpha_mu[j], np.zeros(k)]
+        P0 = np.r_[1.0 / alpha_sd[j] ** 2, lambda_prior_prec[j]].astype(np.float64)
+        cur = np.r_[alpha_full[j], Lambda[j]].astype(np.float64)
+        lp_cur = _row_target(cur, X, kind, bound, inv, mu0, P0, grad, H, True)
+        mode, val = cur.copy(), lp_cur
+        for _ in range(newton_steps):
+            step = np.linalg.solve(-H, grad)
+            t = 1.0
+            while True:
+                trial = mode + t * step
+                v2 = _row_target(trial, X, kind, bound, inv, mu0, P0, grad, H, False)
+                if v2 >= val - 1e-12 or t < 1e-6:
+                    break
+                t *= 0.5
+            mode = trial
+            val = _row_target(mode, X, kind, bound, inv, mu0, P0, grad, H, True)
+            if float(np.max(np.abs(t * step))) < 1e-10:
+                break  # at the mode: the proposal no longer depends on the current value
+        L = np.linalg.cholesky(-H)  # proposal precision = L L'
+        prop = mode + solve_triangular(L.T, rng.standard_normal(d), lower=False)
+        u_cur = L.T @ (cur - mode)
+        u_prop = L.T @ (prop - mode)
+        lp_prop = _row_target(prop, X, kind, bound, inv, mu0, P0, grad, H, False)
+        log_ratio = lp_prop - lp_cur - 0.5 * float(u_cur @ u_cur) + 0.5 * float(u_prop @ u_prop)
+        if math.log(rng.random()) < log_ratio:
+            cur = prop
+            accepted += 1
+        alpha_full[j], Lambda[j] = cur[0], cur[1:]
+        _redraw_column(st, sp, zT[j], X @ cur, float(sd[j]), kind, bound)
+    return alpha_full, Lambda, accepted / max(len(todo), 1)
+
+
+@numba.njit(cache=True)
+def _warp_log_target(t, sh, lch, mj, c, s0, inv_var):  # pragma: no cover - compiled
+    """log N(g_t(z); mu, sigma^2) summed over a column plus log g_t'(z) summed over every record
+    but the centre's, for the sinh-arcsinh flow g_t(x) = c + s0 asinh(e^t sinh((x - c) / s0));
+    ``sh`` = sinh((z - c) / s0) and ``lch`` = log cosh((z - c) / s0) are precomputed."""
+    et = math.exp(t)
+    out = 0.0
+    for i in range(sh.shape[0]):
+        y = et * sh[i]
+        r = math.sqrt(1.0 + y * y)  # cosh(asinh(y))
+        v = math.log(abs(y) + r)
+        if y < 0.0:
+            v = -v
+        x = c + s0 * v
+        out += -0.5 * inv_var * (x - mj[i]) ** 2 + t + lch[i] - math.log(r)
+    # the centre record is fixed by the flow and contributes no Jacobian factor (its term
+    # above is exactly t): the map's Jacobian is triangular with diagonal g_t'(z_i), i != r
+    return out - t
+
+
+@numba.njit(cache=True)
+def _warp_sweep(st, zT, muT, sd, scale, cols, centers, sh, lch):  # pragma: no cover - compiled
+    n = zT.shape[1]
+    for r in range(cols.shape[0]):
+        j = cols[r]
+        zj = zT[j]
+        mj = muT[j]
+        c = zj[centers[r]]
+        s0 = scale[j]
+        inv_var = 1.0 / (sd[j] * sd[j])
+        for i in range(n):
+            u = (zj[i] - c) / s0
+            e = math.exp(-abs(u))
+            sh[i] = math.sinh(u)
+            lch[i] = abs(u) + math.log1p(e * e) - math.log(2.0)  # log cosh u, stable
+        # slice sampling of the flow time t along the orbit (Haar measure dt), from t = 0; the
+        # width is 3 standard deviations of the normal approximation at 0
+        f0 = _warp_log_target(0.0, sh, lch, mj, c, s0, inv_var)
+        h = 1e-3
+        fp = _warp_log_target(h, sh, lch, mj, c, s0, inv_var)
+        fm = _warp_log_target(-h, sh, lch, mj, c, s0, inv_var)
+        curv = -(fp - 2.0 * f0 + fm) / (h * h)
+        width = 3.0 / math.sqrt(curv) if curv > 1e-12 else 1.0
+        level = f0 + math.log(uniform_pos(st))
+        left = -width * uniform(st)
+        right = left + width
+        k = 0
+        while k < 30 and _warp_log_target(left, sh, lch, mj, c, s0, inv_var) > level:
+            left -= width
+            k += 1
+        k = 0
+        while k < 30 and _warp_log_target(right, sh, lch, mj, c, s0, inv_var) > level:
+            right += width
+            k += 1
+        while True:
+            t = left + (right - left) * uniform(st)
+            if _warp_log_target(t, sh, lch, mj, c, s0, inv_var) > level:
+                break
+            if t < 0.0:
+                left = t
+            else:
+                right = t
+        et = math.exp(t)
+        for i in range(n):
+            y = et * sh[i]
+            v = math.log(abs(y) + math.sqrt(1.0 + y * y))
+            zj[i] = c + s0 * (v if y >= 0.0 else -v)
+
+
+def draw_warp(
+    rng: np.random.Generator,
+    z: np.ndarray,
+    mu: np.ndarray,
+    sd: np.ndarray,
+    scale: np.ndarray,
+    cols: np.ndarray,
+) -> None:
+    """Monotone warp move on ordered columns (in place on z).
+
+    The rank likelihood is invariant to any increasing map of an ordered column, so the data
+    say nothing about its marginal transform; with many distinct values each z_ij is pinned
+    between its neighbours and the Gibbs sweep changes the transform only by tiny local steps.
+    This move applies the sinh-arcsinh flow
+
+        g_t(x) = c + s asinh(e^t sinh((x - c) / s)),
+
+    which stretches (t > 0) or compresses (t < 0) the column around the centre c and is a
+    one-parameter group in t (g_t o g_u = g_{t+u}), so drawing t from
+
+        p(t) propto prod_i N(g_t(z_ij); mu_ij, sigma_j^2) prod_{i != r} g_t'(z_ij)   (Haar dt)
+
+    is an exact generalised Gibbs step (Liu & Sabatti 2000); it is drawn by slice sampling.
+    The centre is the current value of a record r chosen at random, which the flow leaves in
+    place, so that the maps (which then act on the whole column, the centre included) form a
+    group; their Jacobian is triangular with diagonal g_t'(z_i) for i != r and 1 at r. The
+    scale s is the column's marginal standard deviation (a function of the parameters, which
+    the move does not change). Random centres give warps of every asymmetry over the
+    iterations.
+
+    Parameters
+    ----------
+    z : numpy.ndarray, shape (n, p*), Fortran order
+        Updated in place.
+    mu : numpy.ndarray, shape (n, p*)
+    sd : numpy.ndarray, shape (p*,)
+        Residual standard deviations.
+    scale : numpy.ndarray, shape (p*,)
+        Marginal standard deviations sqrt(Omega_jj).
+    cols : numpy.ndarray
+        Ordered columns to warp.
+    """
+    if not z.flags.f_contiguous:
+        raise ValueError("draw_warp: z must be Fortran-ordered.")
+    n = z.shape[0]
+    cols = np.asarray(cols, dtype=np.int64)
+    if not len(cols):
+        return
+    st, _ = new_state(rng)
+    centers = rng.integers(0, n, size=len(cols))
+    _warp_sweep(st, z.T, np.ascontiguousarray(np.asarray(mu, dtype=np.float64).T),
+                np.ascontiguousarray(sd, dtype=np.float64),
+                np.ascontiguousarray(scale, dtype=np.float64), cols, centers, np.empty(n),
+                np.empty(n))
+
+
+def draw_factor_scale(
+    rng: np.random.Generator,
+    eta: np.ndarray,
+    Lambda: np.ndarray,
+    prior_prec: np.ndarray,
+) -> np.ndarray:
+    """Scale factors c_h of the parameter-expansion move on each factor.
+
+    The latent data depend on the factors only through ``Lambda eta``, which does not change
+    when a factor's scores are multiplied by c and its loadings divided by c; only the priors
+    (eta ~ N(0, 1), lambda_jh ~ N(0, 1 / prior_prec_jh)) pin the factor's scale, and the Gibbs
+    updates of eta and Lambda, each given the other, move along it in steps of relative size
+    O(1/sqrt(n)). Along the orbit (left Haar measure dc/c, Jacobian c^n c^-p) the conditional
+    of u = c^2 is a generalised inverse Gaussian,
+
+        p(u) propto u^((n - p)/2 - 1) exp(-(A u + B / u) / 2),
+        A = sum_i eta_ih^2,   B = sum_j prior_prec_jh lambda_jh^2,
+
+    drawn exactly: the parameter expansion of Ghosh & Dunson (2009) as a group move.
+
+    Parameters
+    ----------
+    eta : numpy.ndarray, shape (n, k)
+    Lambda : numpy.ndarray, shape (p*, k)
+    prior_prec : numpy.ndarray, shape (p*, k)
+
+    Returns
+    -------
+    numpy.ndarray, shape (k,)
+        c_h; apply as eta[:, h] *= c_h, Lambda[:, h] /= c_h.
+
+    References
+    ----------
+    Ghosh, J. and Dunson, D. B. (2009). Default prior distributions and efficient posterior
+    computation in Bayesian factor analysis. *Journal of Computational and Graphical
+    Statistics*, 18(2), 306-320.
+    """
+    from scipy.stats import geninvgauss
+
+    n, k = eta.shape
+    p = Lambda.shape[0]
+    A = np.maximum(np.einsum("ih,ih->h", eta, eta), 1e-300)
+    B = np.maximum(np.einsum("jh,jh->h", prior_prec, Lambda**2), 1e-300)
+    lam = 0.5 * (n - p)
+    u = geninvgauss.rvs(lam, np.sqrt(A * B), scale=np.sqrt(B / A), random_state=rng)
+    return np.sqrt(np.atleast_1d(u))
+
+
+@numba.njit(cache=True)
+def _t_gauss_log(x, m, q, tau, nu):  # pragma: no cover - compiled
+    return -0.5 * q * (x - m) ** 2 - 0.5 * (nu + 1.0) * math.log1p(tau * x * x / nu)
+
+
+@numba.njit(cache=True)
+def _lambda_t_sweep(st, Lam, Q, B, tau, nu):  # pragma: no cover - compiled
+    p, k = Lam.shape
+    for j in range(p):
+        for h in range(k):
+            q = Q[j, h, h]
+            r = B[j, h]
+            for g in range(k):
+                if g != h:
+                    r -= Q[j, h, g] * Lam[j, g]
+            m = r / q
+            x0 = Lam[j, h]
+            t = tau[h]
+            level = _t_gauss_log(x0, m, q, t, nu) + math.log(uniform_pos(st))
+            w = 3.0 / math.sqrt(q + t)
+            left = x0 - w * uniform(st)
+            right = left + w
+            c = 0
+            while c < 50 and _t_gauss_log(left, m, q, t, nu) > level:
+                left -= w
+                c += 1
+            c = 0
+            while c < 50 and _t_gauss_log(right, m, q, t, nu) > level:
+                right += w
+                c += 1
+            while True:
+                x = left + (right - left) * uniform(st)
+                if _t_gauss_log(x, m, q, t, nu) > level:
+                    break
+                if x < x0:
+                    left = x
+                else:
+                    right = x
+            Lam[j, h] = x
+
+
+def draw_Lambda_marginal_phi(
+    rng: np.random.Generator,
+    z: np.ndarray,
+    alpha_full: np.ndarray,
+    eta: np.ndarray,
+    prec: np.ndarray,
+    Lambda: np.ndarray,
+    tau: np.ndarray,
+    nu: float,
+) -> np.ndarray:
+    """Loadings one element at a time with the local shrinkage phi integrated out.
+
+    Under the multiplicative gamma process, lambda_jh | tau_h is Student-t with nu degrees of
+    freedom and scale tau_h^-1/2 once phi_jh ~ Gamma(nu/2, nu/2) is integrated out. Given the
+    rest of its row, lambda_jh's likelihood is normal (precision q = prec_j sum_i eta_ih^2,
+    mean from the row's normal equations), so its conditional is normal times Student-t, drawn
+    by slice sampling (Neal 2003). Drawing phi afterwards from its gamma conditional
+    (:func:`draw_mgp`) completes an exact partially collapsed update. The plain pair of Gibbs
+    steps, lambda given phi and phi given lambda, mixes slowly for loadings near zero, where a
+    small lambda makes phi large and a large phi keeps lambda small.
+
+    Parameters
+    ----------
+    z : numpy.ndarray, shape (n, p*)
+    alpha_full : numpy.ndarray, shape (p*,)
+    eta : numpy.ndarray, shape (n, k)
+    prec : numpy.ndarray, shape (p*,)
+        Residual precisions of every column.
+    Lambda : numpy.ndarray, shape (p*, k)
+        Current loadings.
+    tau : numpy.ndarray, shape (k,)
+        Global shrinkage cumprod(delta).
+    nu : float
+
+    Returns
+    -------
+    numpy.ndarray, shape (p*, k)
+    """
+    EtE = eta.T @ eta
+    EtZ = eta.T @ z - np.outer(eta.sum(axis=0), alpha_full)  # (k, p*)
+    Q = prec[:, None, None] * EtE[None, :, :]
+    B = np.ascontiguousarray((prec[None, :] * EtZ).T)
+    Lam = np.array(Lambda, dtype=np.float64, copy=True, order="C")
+    st, _ = new_state(rng)
+    _lambda_t_sweep(st, Lam, np.ascontiguousarray(Q), B,
+                    np.ascontiguousarray(tau, dtype=np.float64), float(nu))
+    return Lam
+

@@ -18,10 +18,14 @@ from threadpoolctl import threadpool_limits
 
 from bayesynth.errors import IncompatibleModelError
 from bayesynth.models.latent_class_dp import latent_class_spec
-from bayesynth.models.layout import same_variable_level_pairs
 from bayesynth.samplers.bart_steps import bart_steps, has_bart
 from bayesynth.samplers.latent_class import latent_class_steps
-from bayesynth.samplers.steps import COPULA_STEPS, CopulaGibbsStep, FactorScoresGibbs
+from bayesynth.samplers.steps import (
+    COPULA_STEPS,
+    CopulaGibbsStep,
+    FactorScoresGibbs,
+    LatentGibbs,
+)
 
 __all__ = ["sample", "assign_copula_steps", "IDENTIFIED_VARS", "LATENT_VARS"]
 
@@ -31,7 +35,10 @@ _log = logging.getLogger("bayesynth")
 IDENTIFIED_VARS: tuple[str, ...] = ("C", "alpha_scaled")
 #: Per-record latent variables, left out of the trace unless ``keep_latent=True``.
 LATENT_VARS: tuple[str, ...] = ("z", "eta")
-RHAT_WARN = 1.05
+#: R-hat above which bayesynth.sample warns (Vehtari et al. 2021 recommend 1.01).
+RHAT_WARN = 1.01
+#: The latent class models' threshold (their composite likelihood mixes slowly; see its docs).
+RHAT_WARN_LATENT_CLASS = 1.05
 
 
 def assign_copula_steps(
@@ -63,7 +70,7 @@ def assign_copula_steps(
         try:
             steps.append(cls(model=model, **kwargs))
         except IncompatibleModelError as err:
-            if cls.targets == ("z",):
+            if cls is LatentGibbs:
                 raise
             _log.info("%s not used (%s); PyMC samples %s.", cls.__name__, err, cls.targets)
     return steps
@@ -90,30 +97,32 @@ def _trace_names(model: pm.Model, keep_latent: bool) -> list[str]:
 
 
 def _check_convergence(idata: az.InferenceData) -> None:
-    """Warn when R-hat of a correlation between two different variables exceeds 1.05.
+    """Warn when a quantity synthesis depends on has R-hat above :data:`RHAT_WARN`.
 
-    Correlations among the level columns of one categorical variable and the scaled intercepts
-    are weakly identified under the rank-probit likelihood (see
-    :func:`bayesynth.models.layout.same_variable_level_pairs`); they are reported by
-    :func:`bayesynth.evaluation.copula_diagnostics` but do not trigger the warning.
+    The quantities are those of :func:`bayesynth.evaluation.synthesis_diagnostics`: the
+    correlations between ordered variables, the implied level probabilities, the pairwise
+    association of categorical variables and the category-conditional means of ordered columns
+    (computed on at most 1,000 evenly thinned draws).
     """
+    from bayesynth.models.copula_quantities import BLOCKS_ATTR, synthesis_quantity_table
+
     post = idata.posterior
-    if "C" not in post or post.sizes.get("chain", 1) < 2 or post.sizes.get("draw", 0) < 4:
+    if (BLOCKS_ATTR not in post.attrs or post.sizes.get("chain", 1) < 2
+            or post.sizes.get("draw", 0) < 4):
         return
-    rhat = az.rhat(post[["C"]])["C"].values
-    names = [str(v) for v in post["C"].coords[post["C"].dims[2]].values]
-    levels = [str(v) for v in post.coords["level"].values] if "level" in post.coords else []
-    weak = same_variable_level_pairs(names, levels)
-    keep = ~np.eye(len(names), dtype=bool) & ~weak & np.isfinite(rhat)
-    if not keep.any():
+    table, _ = synthesis_quantity_table(idata)
+    rhat = table["r_hat"].to_numpy(dtype=float)
+    if not np.isfinite(rhat).any():
         return
-    worst = float(rhat[keep].max())
+    worst = float(np.nanmax(rhat))
     if worst > RHAT_WARN:
-        i, j = np.argwhere(keep & (rhat == worst))[0]
+        label = table.index[int(np.nanargmax(rhat))]
+        n_bad = int(np.sum(rhat > RHAT_WARN))
         warnings.warn(
-            f"Largest R-hat of the copula correlations between variables is {worst:.3f} "
-            f"(C[{names[i]}, {names[j]}]), above {RHAT_WARN}: the chains have not converged. "
-            "Increase tune and draws (see bayesynth.evaluation.copula_diagnostics).",
+            f"Largest R-hat of the quantities synthesis uses is {worst:.3f} ({label}), above "
+            f"{RHAT_WARN}; {n_bad} of {len(rhat)} quantities exceed it: the chains have not "
+            "converged. Increase tune and draws (see "
+            "bayesynth.evaluation.synthesis_diagnostics).",
             RuntimeWarning,
             stacklevel=3,
         )
@@ -169,13 +178,12 @@ def sample(
     step : step method or list, optional
         Extra step methods for other variables; they are run after the copula steps.
     collapse_levels : bool, default False
-        Update the factor scores with the categorical level columns' latent values integrated
-        out (an exact Metropolis-Hastings step, then the z step redraws those values). It
-        multiplies the effective sample size of categorical-by-numeric correlations by about
-        three when categorical variables carry most of the information about the factors (the
-        paper's two-variable simulation), but not on the 26-variable child-health table, where
-        it is slower per iteration and mixes no better (``benchmarks/README.md``). ``False``
-        runs the paper's plain Gibbs block.
+        With ``categorical_likelihood="rpl"``: update the factor scores with the level columns'
+        latent values integrated out (an exact Metropolis-Hastings step, then the z step
+        redraws those values). Measured on the paper's two-variable simulation it gives about
+        three times the effective sample size of categorical-by-numeric correlations, but not on
+        the 26-variable child-health table (``benchmarks/README.md``). No effect on
+        multinomial-probit models, whose categorical columns have their own collapsed moves.
     pgbart_kwargs : dict, optional
         For BART models: keyword arguments of pymc-bart's PGBART (``num_particles``,
         ``batch``: the share of trees updated per iteration during and after tuning, default
@@ -208,12 +216,14 @@ def sample(
     True
     """
     model = modelcontext(model)
+    copula = False
     if has_bart(model):
         # BART rank regression: seeded PGBART + latent/precision Gibbs. Chains run one after
         # the other so that pymc-bart's stored trees follow the (chain, draw) order of the trace.
         steps: list[Any] = bart_steps(model, random_seed=random_seed, **(pgbart_kwargs or {}))
         cores = 1
     elif _is_copula(model):
+        copula = True
         steps = list(assign_copula_steps(model, collapse_levels=collapse_levels))
     elif latent_class_spec(model) is not None:
         steps = latent_class_steps(model)
@@ -241,6 +251,14 @@ def sample(
             model=model,
             **kwargs,
         )
+    if copula:
+        import json
+
+        from bayesynth.models.copula_quantities import BLOCKS_ATTR, CopulaBlocks
+        from bayesynth.models.rank_probit_copula import get_layout
+
+        idata.posterior.attrs[BLOCKS_ATTR] = json.dumps(
+            CopulaBlocks.from_layout(get_layout(model)).to_dict())
     declared = [v for v in IDENTIFIED_VARS if v in idata.posterior]
     spec = latent_class_spec(model)
     if spec is not None:  # label switching: only cell probabilities are identified
@@ -251,7 +269,7 @@ def sample(
     if spec is not None:  # warn on the released tables' cells; the rest of the full table
         # is only as identified as the model's extrapolation from them
         _check_cell_probabilities(idata, [v for v in declared if v != "cell_prob"])
-    else:
+    elif copula:
         _check_convergence(idata)
     return idata
 
@@ -269,12 +287,13 @@ def _check_cell_probabilities(idata: az.InferenceData, names: list[str]) -> None
             j = int(np.nanargmax(vals))
             worst = float(vals[j])
             where = f"{name}[{post[name].coords[post[name].dims[2]].values[j]}]"
-    if worst > RHAT_WARN:
+    if worst > RHAT_WARN_LATENT_CLASS:
         warnings.warn(
             f"Largest R-hat of the cell probabilities is {worst:.3f} ({where}), above "
-            f"{RHAT_WARN}: the chains have not converged. Run longer (the composite likelihood "
-            "makes the posterior concentrated and the class updates small); judge convergence "
-            "on cell probabilities, not on pi or psi (label switching).",
+            f"{RHAT_WARN_LATENT_CLASS}: the chains have not converged. Run longer (the "
+            "composite likelihood makes the posterior concentrated and the class updates "
+            "small); judge convergence on cell probabilities, not on pi or psi (label "
+            "switching).",
             RuntimeWarning,
             stacklevel=3,
         )

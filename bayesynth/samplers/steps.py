@@ -10,15 +10,20 @@ numerically) and raises :class:`~bayesynth.errors.IncompatibleModelError` otherw
 =============================  ===========================  ==================================
 step                           updates                      full conditional
 =============================  ===========================  ==================================
-:class:`FactorScoresGibbs`     ``eta``                      normal per record (level columns
-                                                            integrated out: exact MH)
-:class:`LatentGibbs`           ``z``                        truncated normals (rank-probit)
+:class:`FactorScoresGibbs`     ``eta``                      normal per record (rpl level
+                                                            columns integrated out: exact MH)
+:class:`LatentGibbs`           ``z``                        truncated normals (rank likelihood,
+                                                            multinomial probit or rpl)
 :class:`LoadingsGibbs`         ``Lambda``                   multivariate normal per row
 :class:`ShrinkageGibbs`        ``phi``, ``delta``           gamma (MGP prior)
 :class:`PrecisionGibbs`        ``prec``                     gamma
 :class:`InterceptGibbs`        ``alpha``                    normal
-:class:`ColumnScaleMove`       ``z``, ``Lambda``, ``prec``, parameter-expansion scale move
-                               ``alpha``                    (exact MH)
+:class:`ColumnScaleMove`       ``z``, ``Lambda``, ``prec``, scale of each free-scale column
+                               ``alpha``                    (exact MH along the orbit)
+:class:`UtilityScaleMove`      ``z``, ``Lambda``, ``alpha`` joint scale of each multinomial-
+                                                            probit block (exact Gibbs, gamma)
+:class:`TranslationMove`       ``z``                        location of each ordered column
+                                                            (exact Gibbs, normal)
 =============================  ===========================  ==================================
 """
 
@@ -42,13 +47,19 @@ from bayesynth.errors import IncompatibleModelError
 from bayesynth.models.layout import LatentLayout
 from bayesynth.models.rank_probit_copula import get_layout
 from bayesynth.samplers.kernels import (
-    draw_alpha,
+    draw_alpha_collapsed,
+    draw_categorical_rows,
     draw_column_scale,
     draw_eta,
     draw_eta_collapsed,
+    draw_factor_scale,
     draw_Lambda,
+    draw_Lambda_marginal_phi,
     draw_mgp,
     draw_prec,
+    draw_translation,
+    draw_utility_scale,
+    draw_warp,
     draw_z,
     factor_mean,
 )
@@ -62,6 +73,10 @@ __all__ = [
     "PrecisionGibbs",
     "InterceptGibbs",
     "ColumnScaleMove",
+    "UtilityScaleMove",
+    "TranslationMove",
+    "WarpMove",
+    "FactorScaleMove",
     "COPULA_STEPS",
 ]
 
@@ -149,6 +164,11 @@ class CopulaStructure:
     level_cols: np.ndarray
     p: int
     k: int
+
+    @property
+    def free(self) -> np.ndarray:
+        """Columns whose residual scale is a parameter (``prec``)."""
+        return self.layout.free_scale_columns
 
     def value(self, point: dict[str, np.ndarray], name: str) -> np.ndarray:
         return self.io[name].get(point)
@@ -333,8 +353,8 @@ class LatentGibbs(CopulaGibbsStep):
 class FactorScoresGibbs(CopulaGibbsStep):
     """Factor scores ``eta``.
 
-    With categorical level columns in the model and ``collapse_levels=True`` each record's
-    scores are updated with the level columns' latent values integrated out, by an exact
+    With ``"rpl"`` level columns in the model and ``collapse_levels=True`` each record's
+    scores are updated with those columns' latent values integrated out, by an exact
     Metropolis-Hastings step (:func:`~bayesynth.samplers.kernels.draw_eta_collapsed`); the
     z step that follows redraws those latent values given the new scores. Otherwise the scores
     come from their multivariate normal full conditional (the paper's block).
@@ -351,8 +371,8 @@ class FactorScoresGibbs(CopulaGibbsStep):
 
     def _setup(self, model):
         s = self.structure
-        self._collapsed = bool(self.collapse_levels and len(s.level_cols)
-                               and len(s.level_cols) < s.p)
+        rpl = s.layout.rpl_columns
+        self._collapsed = bool(self.collapse_levels and len(rpl) and len(rpl) < s.p)
         self._accept = 1.0
 
     def _update(self, point):
@@ -361,7 +381,7 @@ class FactorScoresGibbs(CopulaGibbsStep):
         z, alpha, Lam = s.value(point, "z"), s.alpha_full(point), s.value(point, "Lambda")
         if self._collapsed:
             eta, self._accept = draw_eta_collapsed(
-                self.rng, z, alpha, Lam, prec, s.value(point, "eta"), s.level_cols,
+                self.rng, z, alpha, Lam, prec, s.value(point, "eta"), s.layout.rpl_columns,
                 s.layout.k_lvl_sign)
         else:
             eta = draw_eta(self.rng, z, alpha, Lam, prec)
@@ -374,7 +394,10 @@ class FactorScoresGibbs(CopulaGibbsStep):
 
 
 class LoadingsGibbs(CopulaGibbsStep):
-    """Loadings ``Lambda`` row by row, for any zero-mean normal prior (MGP by default)."""
+    """Loadings ``Lambda``: under the default multiplicative gamma process one element at a
+    time with the local shrinkage ``phi`` integrated out (slice sampling, see
+    :func:`~bayesynth.samplers.kernels.draw_Lambda_marginal_phi`); for any other zero-mean
+    normal prior, row by row from the multivariate normal full conditional."""
 
     name = "loadings_gibbs"
     targets = ("Lambda",)
@@ -382,13 +405,39 @@ class LoadingsGibbs(CopulaGibbsStep):
     def _setup(self, model):
         _, sd = _normal_prior(model, "Lambda", "LoadingsGibbs", zero_mean=True)
         self._prior_sd = _compile_point_fn(model, sd)
+        self._nu = None
+        s = self.structure
+        if "phi" in s.io and "delta" in s.io:
+            try:
+                shape, rate = _fixed_gamma(model, "phi", "LoadingsGibbs")
+            except IncompatibleModelError:
+                return
+            if np.ptp(shape) == 0 and np.allclose(shape, rate, rtol=1e-6):
+                # check that sd(Lambda) = 1 / sqrt(phi * cumprod(delta)) at a random point
+                rng = np.random.default_rng(11)
+                test = dict(model.initial_point())
+                phi_t = rng.gamma(2.0, size=(s.p, s.k))
+                delta_t = rng.gamma(2.0, size=s.k)
+                s.io["phi"].put(test, phi_t)
+                s.io["delta"].put(test, delta_t)
+                want = 1.0 / np.sqrt(phi_t * np.cumprod(delta_t)[None, :])
+                if np.allclose(np.broadcast_to(self._prior_sd(test), (s.p, s.k)), want,
+                               rtol=1e-8):
+                    self._nu = float(2.0 * np.ravel(shape)[0])
 
     def _update(self, point):
         s = self.structure
-        prior_prec = np.broadcast_to(1.0 / np.asarray(self._prior_sd(point)) ** 2, (s.p, s.k))
         prec = 1.0 / s.sd(point) ** 2
-        Lam = draw_Lambda(self.rng, s.value(point, "z"), s.alpha_full(point),
-                          s.value(point, "eta"), prec, prior_prec)
+        if self._nu is not None:
+            tau = np.cumprod(s.value(point, "delta"))
+            Lam = draw_Lambda_marginal_phi(self.rng, s.value(point, "z"), s.alpha_full(point),
+                                           s.value(point, "eta"), prec,
+                                           s.value(point, "Lambda"), tau, self._nu)
+        else:
+            prior_prec = np.broadcast_to(1.0 / np.asarray(self._prior_sd(point)) ** 2,
+                                         (s.p, s.k))
+            Lam = draw_Lambda(self.rng, s.value(point, "z"), s.alpha_full(point),
+                              s.value(point, "eta"), prec, prior_prec)
         s.io["Lambda"].put(point, Lam)
 
 
@@ -432,7 +481,8 @@ class ShrinkageGibbs(CopulaGibbsStep):
 
 
 class PrecisionGibbs(CopulaGibbsStep):
-    """Residual precisions ``prec`` = sigma^-2 from their gamma full conditional."""
+    """Residual precisions ``prec`` = sigma^-2 of the free-scale columns (gamma full
+    conditional); multinomial-probit utility columns keep sigma = 1."""
 
     name = "precision_gibbs"
     targets = ("prec",)
@@ -440,43 +490,97 @@ class PrecisionGibbs(CopulaGibbsStep):
     def _setup(self, model):
         shape, rate = _fixed_gamma(model, "prec", "PrecisionGibbs")
         s = self.structure
-        self._a = np.broadcast_to(shape, (s.p,)).astype(float)
-        self._b = np.broadcast_to(rate, (s.p,)).astype(float)
+        nf = len(s.free)
+        self._a = np.broadcast_to(shape, (nf,)).astype(float)
+        self._b = np.broadcast_to(rate, (nf,)).astype(float)
         test = dict(model.initial_point())
-        prec_t = np.random.default_rng(3).gamma(2.0, size=s.p)
+        prec_t = np.random.default_rng(3).gamma(2.0, size=nf)
         s.io["prec"].put(test, prec_t)
-        if not np.allclose(s.sd(test), prec_t**-0.5, rtol=1e-8):
-            raise IncompatibleModelError("PrecisionGibbs needs z ~ N(., prec^-1/2).")
+        want = np.ones(s.p)
+        want[s.free] = prec_t**-0.5
+        if not np.allclose(s.sd(test), want, rtol=1e-8):
+            raise IncompatibleModelError("PrecisionGibbs needs z ~ N(., prec^-1/2) on the "
+                                         "free-scale columns and sd 1 elsewhere.")
 
     def _update(self, point):
         s = self.structure
-        prec = draw_prec(self.rng, s.value(point, "z"), s.alpha_full(point),
-                         s.value(point, "Lambda"), s.value(point, "eta"), self._a, self._b)
+        f = s.free
+        prec = draw_prec(self.rng, s.value(point, "z")[:, f], s.alpha_full(point)[f],
+                         s.value(point, "Lambda")[f], s.value(point, "eta"), self._a, self._b)
         s.io["prec"].put(point, prec)
 
 
 class InterceptGibbs(CopulaGibbsStep):
-    """Intercepts ``alpha`` of the categorical level columns, for any normal prior."""
+    """Intercepts of the categorical columns, each drawn with its column's latent values
+    integrated out (slice sampling, :func:`~bayesynth.samplers.kernels.draw_alpha_collapsed`);
+    then, for the columns of rare levels (at most ``rare_share`` of the records), intercept and
+    loadings jointly by an exact Metropolis-Hastings step with the latent values integrated out
+    (:func:`~bayesynth.samplers.kernels.draw_categorical_rows`). Both redraw the column's
+    latent values afterwards: exact partially collapsed blocks. Needs a normal prior on
+    ``alpha`` and, for the second part, a zero-mean normal prior on ``Lambda``.
+
+    The plain Gibbs updates move a categorical column's intercept and loadings by O(1/sqrt(n))
+    per iteration whatever their posterior spread; for rare levels, whose parameters are
+    uncertain, that makes them mix very slowly. The joint move costs O(n k^2) per column, so it
+    is kept to the rare levels, where it matters.
+    """
 
     name = "intercept_gibbs"
-    targets = ("alpha",)
+    targets = ("alpha", "Lambda", "z")
+    stats_dtypes_shapes = {"tune": (bool, []), "accept_rows": (float, [])}
+    rare_share: ClassVar[float] = 0.1
 
     def _setup(self, model):
         mu, sd = _normal_prior(model, "alpha", "InterceptGibbs")
         self._mu = _compile_point_fn(model, mu)
         self._sd = _compile_point_fn(model, sd)
+        self._lam_sd = None
+        try:
+            _, lam_sd = _normal_prior(model, "Lambda", "InterceptGibbs", zero_mean=True)
+            self._lam_sd = _compile_point_fn(model, lam_sd)
+        except IncompatibleModelError:
+            pass
+        lay = self.structure.layout
+        share = []  # per categorical column in kernel order: its level's share of records
+        mnp = [b for b in lay.categorical if b.likelihood == "mnp"]
+        rpl = [b for b in lay.categorical if b.likelihood == "rpl"]
+        for b in mnp + rpl:
+            counts = np.bincount(b.codes[b.codes >= 0], minlength=len(b.levels))
+            freq = counts / max(counts.sum(), 1)
+            share.extend(freq[b.column_levels])
+        self._rare = np.asarray(share) <= self.rare_share
+        self._zkey = model.rvs_to_values[model["z"]].name
+        self._accept = 1.0
 
     def _update(self, point):
         s = self.structure
-        prec = 1.0 / s.sd(point) ** 2
-        alpha = draw_alpha(self.rng, s.value(point, "z"), s.value(point, "Lambda"),
-                           s.value(point, "eta"), prec, s.level_cols,
-                           self._mu(point), self._sd(point))
-        s.io["alpha"].put(point, alpha)
+        z = point[self._zkey]
+        if not (z.flags.f_contiguous and z.flags.writeable):
+            z = np.array(z, order="F", dtype=np.float64, copy=True)
+        pm_ = np.zeros(s.p)
+        ps = np.ones(s.p)
+        pm_[s.level_cols] = np.broadcast_to(self._mu(point), (len(s.level_cols),))
+        ps[s.level_cols] = np.broadcast_to(self._sd(point), (len(s.level_cols),))
+        Lam, eta, sd = s.value(point, "Lambda"), s.value(point, "eta"), s.sd(point)
+        alpha = draw_alpha_collapsed(self.rng, z, s.alpha_full(point), Lam, eta, sd, s.layout,
+                                     pm_, ps)
+        if self._lam_sd is not None and self._rare.any():
+            lam_pp = np.broadcast_to(1.0 / np.asarray(self._lam_sd(point)) ** 2, (s.p, s.k))
+            alpha, Lam, self._accept = draw_categorical_rows(
+                self.rng, z, alpha, Lam, eta, sd, s.layout, pm_, ps, lam_pp, columns=self._rare)
+            s.io["Lambda"].put(point, Lam)
+        point[self._zkey] = z
+        s.io["alpha"].put(point, alpha[s.level_cols])
+
+    def step(self, point):  # noqa: D102
+        new = dict(point)
+        self._update(new)
+        return new, [{"tune": self.tune, "accept_rows": self._accept}]
 
 
 class ColumnScaleMove(CopulaGibbsStep):
-    """Parameter-expansion move: rescale each latent column and its parameters jointly.
+    """Parameter-expansion move: rescale each rescalable latent column and its parameters
+    jointly (rank-likelihood ordered columns and ``"rpl"`` level columns).
 
     Not a block of the paper's sampler but an exact extra move (see
     :func:`bayesynth.samplers.kernels.draw_column_scale`) that removes the slow random walk of
@@ -489,12 +593,19 @@ class ColumnScaleMove(CopulaGibbsStep):
 
     def _setup(self, model):
         s = self.structure
+        lay = s.layout
+        self._cols = lay.rescalable_columns
+        if not len(self._cols):
+            raise IncompatibleModelError("ColumnScaleMove needs rescalable columns.")
+        self._pos = np.searchsorted(s.free, self._cols)  # their places in prec
+        nf = len(s.free)
         shape, rate = _fixed_gamma(model, "prec", "ColumnScaleMove")
-        self._a = np.broadcast_to(shape, (s.p,)).astype(float)
-        self._b = np.broadcast_to(rate, (s.p,)).astype(float)
+        self._a = np.broadcast_to(shape, (nf,)).astype(float)[self._pos]
+        self._b = np.broadcast_to(rate, (nf,)).astype(float)[self._pos]
         _, lam_sd = _normal_prior(model, "Lambda", "ColumnScaleMove", zero_mean=True)
         self._lam_sd = _compile_point_fn(model, lam_sd)
         self._alpha_sd = None
+        self._rpl_local = np.searchsorted(self._cols, lay.rpl_columns)
         if "alpha" in s.io:
             _, a_sd = _normal_prior(model, "alpha", "ColumnScaleMove", zero_mean=True)
             self._alpha_sd = _compile_point_fn(model, a_sd)
@@ -503,17 +614,20 @@ class ColumnScaleMove(CopulaGibbsStep):
 
     def _update(self, point):
         s = self.structure
+        f = self._cols
         Lam = s.value(point, "Lambda")
         prior_prec = np.broadcast_to(1.0 / np.asarray(self._lam_sd(point)) ** 2, (s.p, s.k))
-        prec = s.value(point, "prec")
+        prec = np.array(s.value(point, "prec"), dtype=float, copy=True)
         alpha_full = s.alpha_full(point)
         alpha_prior_prec = 1.0
         if self._alpha_sd is not None:
             a_pp = np.zeros(s.p)
             a_pp[s.level_cols] = 1.0 / np.asarray(self._alpha_sd(point)) ** 2
-            alpha_prior_prec = a_pp
-        c = draw_column_scale(self.rng, Lam, prior_prec, prec, self._a, self._b,
-                              alpha_full, s.level_cols, alpha_prior_prec)
+            alpha_prior_prec = a_pp[f]
+        c_sub = draw_column_scale(self.rng, Lam[f], prior_prec[f], prec[self._pos], self._a,
+                                  self._b, alpha_full[f], self._rpl_local, alpha_prior_prec)
+        c = np.ones(s.p)
+        c[f] = c_sub
         z = point[self._zkey]
         if z.flags.f_contiguous and z.flags.writeable:
             z *= c  # in place: the z step owns this buffer
@@ -521,9 +635,127 @@ class ColumnScaleMove(CopulaGibbsStep):
             z = z * c
         point[self._zkey] = z
         s.io["Lambda"].put(point, Lam * c[:, None])
-        s.io["prec"].put(point, prec / c**2)
+        prec[self._pos] /= c_sub**2
+        s.io["prec"].put(point, prec)
         if "alpha" in s.io:
             s.io["alpha"].put(point, alpha_full[s.level_cols] * c[s.level_cols])
+
+
+class UtilityScaleMove(CopulaGibbsStep):
+    """Joint scale move of each multinomial-probit block: its utilities, intercepts and loading
+    rows are multiplied by c, c^2 drawn exactly from its gamma conditional (see
+    :func:`bayesynth.samplers.kernels.draw_utility_scale`). Needs zero-mean normal priors on
+    ``Lambda`` and ``alpha``."""
+
+    name = "utility_scale_move"
+    targets = ("z", "Lambda", "alpha")
+
+    def _setup(self, model):
+        s = self.structure
+        lay = s.layout
+        self._blocks = [np.asarray(lay.k_mnp_cols[lay.k_mnp_off[b]:lay.k_mnp_off[b + 1]])
+                        for b in range(len(lay.k_mnp_off) - 1)]
+        if not self._blocks:
+            raise IncompatibleModelError("UtilityScaleMove needs multinomial-probit blocks.")
+        _, lam_sd = _normal_prior(model, "Lambda", "UtilityScaleMove", zero_mean=True)
+        self._lam_sd = _compile_point_fn(model, lam_sd)
+        _, a_sd = _normal_prior(model, "alpha", "UtilityScaleMove", zero_mean=True)
+        self._alpha_sd = _compile_point_fn(model, a_sd)
+        self._zkey = model.rvs_to_values[model["z"]].name
+
+    def _update(self, point):
+        s = self.structure
+        Lam = s.value(point, "Lambda")
+        prior_prec = np.broadcast_to(1.0 / np.asarray(self._lam_sd(point)) ** 2, (s.p, s.k))
+        alpha_full = s.alpha_full(point)
+        a_pp = np.zeros(s.p)
+        a_pp[s.level_cols] = 1.0 / np.asarray(self._alpha_sd(point)) ** 2
+        z = point[self._zkey]
+        c = draw_utility_scale(self.rng, z, alpha_full, Lam, s.value(point, "eta"),
+                               s.sd(point), prior_prec, a_pp, self._blocks)
+        if z.flags.f_contiguous and z.flags.writeable:
+            z *= c
+        else:
+            z = z * c
+        point[self._zkey] = z
+        s.io["Lambda"].put(point, Lam * c[:, None])
+        s.io["alpha"].put(point, alpha_full[s.level_cols] * c[s.level_cols])
+
+
+class TranslationMove(CopulaGibbsStep):
+    """Location move of each ordered latent column: z_.j += b_j with b_j drawn exactly from its
+    normal conditional (see :func:`bayesynth.samplers.kernels.draw_translation`)."""
+
+    name = "translation_move"
+    targets = ("z",)
+
+    def _setup(self, model):
+        self._cols = np.asarray(self.structure.layout.rank_columns, dtype=np.int64)
+        if not len(self._cols):
+            raise IncompatibleModelError("TranslationMove needs rank-likelihood columns.")
+        self._zkey = model.rvs_to_values[model["z"]].name
+
+    def _update(self, point):
+        s = self.structure
+        z = point[self._zkey]
+        mu = factor_mean(s.alpha_full(point), s.value(point, "Lambda"), s.value(point, "eta"))
+        b = draw_translation(self.rng, z, mu, s.sd(point), self._cols)
+        if not (z.flags.f_contiguous and z.flags.writeable):
+            z = np.array(z, order="F", copy=True)
+        z[:, self._cols] += b
+        point[self._zkey] = z
+
+
+class WarpMove(CopulaGibbsStep):
+    """Monotone warp of each ordered column with many distinct values (sinh-arcsinh flow at a
+    random record's value; an exact generalised Gibbs step, see
+    :func:`~bayesynth.samplers.kernels.draw_warp`)."""
+
+    name = "warp_move"
+    targets = ("z",)
+
+    def _setup(self, model):
+        lay = self.structure.layout
+        self._cols = np.array([o.latent for o in lay.ordered
+                               if o.n_groups > 2 and not o.fixed], dtype=np.int64)
+        if not len(self._cols):
+            raise IncompatibleModelError("WarpMove needs ordered columns with more than two "
+                                         "values.")
+        self._zkey = model.rvs_to_values[model["z"]].name
+
+    def _update(self, point):
+        s = self.structure
+        z = point[self._zkey]
+        if not (z.flags.f_contiguous and z.flags.writeable):
+            z = np.array(z, order="F", dtype=np.float64, copy=True)
+        Lam = s.value(point, "Lambda")
+        sd = s.sd(point)
+        mu = factor_mean(s.alpha_full(point), Lam, s.value(point, "eta"))
+        draw_warp(self.rng, z, mu, sd, np.sqrt((Lam**2).sum(axis=1) + sd**2), self._cols)
+        point[self._zkey] = z
+
+
+class FactorScaleMove(CopulaGibbsStep):
+    """Parameter-expansion move on each factor: its scores times c, its loadings divided by c,
+    c^2 drawn exactly from its generalised inverse Gaussian conditional (see
+    :func:`~bayesynth.samplers.kernels.draw_factor_scale`). Needs a zero-mean normal prior on
+    ``Lambda``."""
+
+    name = "factor_scale_move"
+    targets = ("eta", "Lambda")
+
+    def _setup(self, model):
+        _, lam_sd = _normal_prior(model, "Lambda", "FactorScaleMove", zero_mean=True)
+        self._lam_sd = _compile_point_fn(model, lam_sd)
+
+    def _update(self, point):
+        s = self.structure
+        Lam = s.value(point, "Lambda")
+        eta = s.value(point, "eta")
+        prior_prec = np.broadcast_to(1.0 / np.asarray(self._lam_sd(point)) ** 2, (s.p, s.k))
+        c = draw_factor_scale(self.rng, eta, Lam, prior_prec)
+        s.io["eta"].put(point, eta * c)
+        s.io["Lambda"].put(point, Lam / c)
 
 
 #: The copula steps in the order of one Gibbs sweep.
@@ -535,5 +767,9 @@ COPULA_STEPS: tuple[type[CopulaGibbsStep], ...] = (
     PrecisionGibbs,
     InterceptGibbs,
     ColumnScaleMove,
+    UtilityScaleMove,
+    TranslationMove,
+    WarpMove,
+    FactorScaleMove,
 )
 

@@ -3,22 +3,25 @@
 For each synthetic dataset one posterior draw (alpha, Lambda, sigma) is used (proper synthesis).
 Every synthetic record is drawn jointly, with no variable ordering:
 
-1. the combination of categorical levels, either from the joint frequencies of the real data
-   (``categorical="empirical"``, the paper's choice) or from the fitted model itself
-   (``categorical="model"``);
-2. the latent values of the categorical level columns from the truncated multivariate normal
-   that the combination implies (exactly one positive column per variable), together with the
-   factor scores eta, exactly, by rejection from the unconstrained factor model (in ``"model"``
-   mode any valid combination is accepted, which draws the combination from the model too).
-   Records whose combination the model finds very unlikely fall back, after ``max_tries``
-   proposals, to a Gibbs sampler over (eta, z_cat) that uses the factor structure (given eta the
-   level columns are independent truncated normals; given z_cat, eta is normal; in ``"model"``
-   mode the level is redrawn from P(y = h | eta) proportional to p_h / (1 - p_h),
-   p_h = Phi((alpha_h + lambda_h' eta) / sigma_h));
+1. the combination of categorical levels, either from the fitted model itself
+   (``categorical="model"``, the default) or from the joint frequencies of the real data
+   (``categorical="empirical"``, the paper's choice);
+2. the latent values of the categorical columns, together with the factor scores eta, exactly:
+   eta ~ N(0, I) and z_cat ~ N(alpha + Lambda eta, Sigma). Under the multinomial probit every
+   draw is at some level of each variable (the argmax rule), so in ``"model"`` mode the levels
+   are read off the draw; under the rank-probit likelihood (``"rpl"``) a draw is kept when each
+   variable has exactly one positive column. In ``"empirical"`` mode a draw is kept when it is at
+   the given combination. Records still unmatched after ``max_tries`` proposals fall back to a
+   Gibbs sampler over (eta, z_cat) that uses the factor structure;
 3. the other latent columns from their conditional normal given eta, which is the conditional
    given z_cat under the factor model;
 4. each ordered column mapped back through its estimated marginal,
    ``y = F_hat^-1(Phi(z / sqrt(Omega_jj)))``.
+
+So a synthetic table follows the correlations between ordered columns, the implied level
+probabilities of every categorical variable and their joint law, and the category-conditional
+means of the ordered columns; :func:`bayesynth.evaluation.synthesis_diagnostics` judges
+convergence on exactly those.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from scipy.special import log_ndtr, ndtr
 
 from bayesynth._io import atomic_write_dir
 from bayesynth.errors import NotFittedError, SchemaError
-from bayesynth.models.layout import MISSING_LEVEL, LatentLayout
+from bayesynth.models.layout import MISSING_LEVEL, LatentLayout, mnp_levels
 from bayesynth.models.rank_probit_copula import get_layout, rank_probit_copula
 from bayesynth.samplers.kernels import draw_eta
 from bayesynth.samplers.sampling import sample as bs_sample
@@ -62,6 +65,13 @@ class _Block:
     name: str
     latent: np.ndarray
     levels: tuple
+    likelihood: str = "rpl"
+    reference: int = -1
+
+    @property
+    def column_levels(self) -> np.ndarray:
+        idx = np.arange(len(self.levels))
+        return idx[idx != self.reference] if self.likelihood == "mnp" else idx
 
 
 @dataclass(frozen=True)
@@ -71,42 +81,83 @@ class _Ordered:
     kind: str  # "value" or "missing"
 
 
-def _valid(z_cat: np.ndarray, offsets: np.ndarray, codes: np.ndarray | None) -> tuple:
-    """Which rows have exactly one positive column per block (and, if given, the right one)."""
+def _block_levels(block, zb: np.ndarray) -> np.ndarray:
+    """Level index of each row of a block's latent values (-1: no level, rpl only)."""
+    if block.likelihood == "mnp":
+        pos = mnp_levels(zb)
+        return np.where(pos >= 0, block.column_levels[np.maximum(pos, 0)], block.reference)
+    positive = zb > 0
+    return np.where(positive.sum(axis=1) == 1, positive.argmax(axis=1), -1)
+
+
+def _valid(z_cat: np.ndarray, blocks, offsets: np.ndarray, codes: np.ndarray | None) -> tuple:
+    """Which rows are some level of every block (and, if given, the right one)."""
     ok = np.ones(len(z_cat), dtype=bool)
-    found = np.zeros((len(z_cat), len(offsets) - 1), dtype=np.int64)
-    for b in range(len(offsets) - 1):
-        block = z_cat[:, offsets[b]:offsets[b + 1]] > 0
-        ok &= block.sum(axis=1) == 1
-        found[:, b] = block.argmax(axis=1)
+    found = np.zeros((len(z_cat), len(blocks)), dtype=np.int64)
+    for b, block in enumerate(blocks):
+        lev = _block_levels(block, z_cat[:, offsets[b]:offsets[b + 1]])
+        ok &= lev >= 0
+        found[:, b] = np.maximum(lev, 0)
     if codes is not None:
         ok &= np.all(found == codes, axis=1)
     return ok, found
 
 
-def _gibbs_categorical(rng, a_c, L_c, s_c, offsets, n_rows, codes, n_sweeps):
+def _gibbs_categorical(rng, a_c, L_c, s_c, blocks, offsets, n_rows, codes, n_sweeps):
     """Gibbs sampler over (eta, levels, z_cat) given the level codes (or drawing them)."""
     k = L_c.shape[1]
-    n_blocks = len(offsets) - 1
     fixed = codes is not None
-    codes_out = codes.copy() if fixed else np.zeros((n_rows, n_blocks), dtype=np.int64)
+    codes_out = codes.copy() if fixed else np.zeros((n_rows, len(blocks)), dtype=np.int64)
     prec_c = 1.0 / s_c**2
     eta = np.zeros((n_rows, k))
+    z_cat = np.zeros((n_rows, len(a_c)))
+    rows = np.arange(n_rows)
+    for b, block in enumerate(blocks):  # a valid start
+        sl = slice(offsets[b], offsets[b + 1])
+        if block.likelihood == "mnp":
+            z_cat[:, sl] = -0.5
+            local = np.full(len(block.levels), -1)
+            local[block.column_levels] = np.arange(len(block.column_levels))
+            pos = local[codes_out[:, b]]
+            z_cat[rows[pos >= 0], offsets[b] + pos[pos >= 0]] = 0.5
+        else:
+            z_cat[:, sl] = -0.5
+            z_cat[rows, offsets[b] + codes_out[:, b]] = 0.5
     for _ in range(max(int(n_sweeps), 1)):
         mean = a_c + eta @ L_c.T
-        if not fixed:
-            for b in range(n_blocks):
-                sl = slice(offsets[b], offsets[b + 1])
+        for b, block in enumerate(blocks):
+            sl = slice(offsets[b], offsets[b + 1])
+            if not fixed and block.likelihood == "rpl":
                 t = mean[:, sl] / s_c[sl]
                 logit = log_ndtr(t) - log_ndtr(-t)
                 gumbel = -np.log(-np.log(rng.random(logit.shape)))
                 codes_out[:, b] = np.argmax(logit + gumbel, axis=1)
-        positive = np.zeros(mean.shape, dtype=bool)
-        for b in range(n_blocks):
-            positive[np.arange(n_rows), offsets[b] + codes_out[:, b]] = True
-        lower = np.where(positive, 0.0, -np.inf)
-        upper = np.where(positive, np.inf, 0.0)
-        z_cat = truncnorm(rng, mean, np.broadcast_to(s_c, mean.shape), lower, upper)
+            if block.likelihood == "mnp":
+                if not fixed:  # the utilities are unconstrained: the level follows from them
+                    z_cat[:, sl] = mean[:, sl] + s_c[sl] * rng.standard_normal(
+                        (n_rows, sl.stop - sl.start))
+                    codes_out[:, b] = _block_levels(block, z_cat[:, sl])
+                    continue
+                local = np.full(len(block.levels), -1)
+                local[block.column_levels] = np.arange(len(block.column_levels))
+                own = local[codes_out[:, b]]
+                for c in range(sl.stop - sl.start):
+                    j = offsets[b] + c
+                    others = np.delete(z_cat[:, sl], c, axis=1)
+                    best_other = np.maximum(others.max(axis=1) if others.shape[1] else
+                                            np.full(n_rows, -np.inf), 0.0)
+                    win = np.where(own >= 0, z_cat[rows, offsets[b] + np.maximum(own, 0)], 0.0)
+                    lower = np.where(own == c, best_other, -np.inf)
+                    upper = np.where(own == c, np.inf, np.where(own < 0, 0.0, win))
+                    z_cat[:, j] = truncnorm(rng, mean[:, j], np.full(n_rows, s_c[j]), lower,
+                                            upper)
+            else:
+                positive = np.zeros((n_rows, sl.stop - sl.start), dtype=bool)
+                positive[rows, codes_out[:, b]] = True
+                lower = np.where(positive, 0.0, -np.inf)
+                upper = np.where(positive, np.inf, 0.0)
+                z_cat[:, sl] = truncnorm(rng, mean[:, sl], np.broadcast_to(s_c[sl], lower.shape),
+                                         lower, upper)
         eta = draw_eta(rng, z_cat, a_c, L_c, prec_c)
     return eta, z_cat, codes_out
 
@@ -116,35 +167,38 @@ def draw_latent(
     alpha_full: np.ndarray,
     Lambda: np.ndarray,
     sigma: np.ndarray,
-    blocks: list[np.ndarray],
+    blocks: list,
     n_rows: int,
     *,
     codes: np.ndarray | None = None,
     max_tries: int = 2000,
     n_sweeps: int = 200,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Draw latent records from the copula, with exactly one positive level column per block.
+    """Draw latent records from the copula, every categorical variable at one of its levels.
 
-    The factor scores and the level columns' latent values are drawn together by rejection:
-    eta ~ N(0, I), z_cat ~ N(alpha + Lambda eta, Sigma), kept when every block has exactly one
-    positive column (and, with ``codes``, the given one). This is an exact draw from the truncated
-    multivariate normal of the paper's section 4.3, jointly with eta. Its cost per record is the
-    inverse of the model probability of the record's combination; records still unmatched after
+    The factor scores and the categorical columns' latent values are drawn together from the
+    unconstrained factor model, eta ~ N(0, I), z_cat ~ N(alpha + Lambda eta, Sigma). Under the
+    multinomial probit every draw is some level of each variable (the argmax rule), so in
+    ``"model"`` mode nothing is rejected. Under the rank-probit likelihood (``"rpl"``) a draw is
+    kept when every block has exactly one positive column; with ``codes`` (``"empirical"``
+    mode) it is kept when every block is at the given level. This is an exact draw from the
+    truncated multivariate normal, jointly with eta. Records still unmatched after
     ``max_tries`` proposals (combinations the model finds very unlikely) are drawn by a Gibbs
-    sampler over (eta, z_cat) run for ``n_sweeps`` sweeps from eta = 0. The other latent columns
-    follow from their conditional normal given eta.
+    sampler over (eta, z_cat) run for ``n_sweeps`` sweeps. The other latent columns follow from
+    their conditional normal given eta.
 
     Parameters
     ----------
     rng : numpy.random.Generator
     alpha_full, Lambda, sigma : numpy.ndarray
         One posterior draw: intercepts (p*,), loadings (p*, k), residual sds (p*,).
-    blocks : list of numpy.ndarray
-        Latent indices of each categorical variable's level columns.
+    blocks : list
+        The categorical variables: objects with ``latent`` (column indices), ``levels``,
+        ``likelihood`` ("mnp" or "rpl") and ``reference``; plain index arrays are read as
+        ``"rpl"`` blocks with one column per level.
     n_rows : int
     codes : numpy.ndarray, shape (n_rows, len(blocks)), optional
-        Given level of each record and block (the ``"empirical"`` mode). When omitted the
-        levels are drawn from the model (the ``"model"`` mode).
+        Given level of each record and block (the ``"empirical"`` mode).
     max_tries : int, default 2000
         Rejection proposals per record before the Gibbs fallback.
     n_sweeps : int, default 200
@@ -156,13 +210,15 @@ def draw_latent(
     codes : numpy.ndarray, shape (n_rows, len(blocks))
         The level of each record in each block.
     """
+    blocks = [b if hasattr(b, "likelihood") else
+              _Block(str(i), np.asarray(b), tuple(range(len(b)))) for i, b in enumerate(blocks)]
     p, k = Lambda.shape
     eta = rng.standard_normal((n_rows, k))
     codes_out = np.zeros((n_rows, len(blocks)), dtype=np.int64)
     if blocks:
-        cat = np.concatenate(blocks)
+        cat = np.concatenate([np.asarray(b.latent) for b in blocks])
         a_c, L_c, s_c = alpha_full[cat], Lambda[cat], sigma[cat]
-        offsets = np.cumsum([0] + [len(b) for b in blocks])
+        offsets = np.cumsum([0] + [len(b.latent) for b in blocks])
         z_cat = np.empty((n_rows, len(cat)))
         pending = np.arange(n_rows)
         for _ in range(int(max_tries)):
@@ -170,13 +226,13 @@ def draw_latent(
                 break
             e = rng.standard_normal((len(pending), k))
             zc = a_c + e @ L_c.T + s_c * rng.standard_normal((len(pending), len(cat)))
-            ok, found = _valid(zc, offsets, None if codes is None else codes[pending])
+            ok, found = _valid(zc, blocks, offsets, None if codes is None else codes[pending])
             done = pending[ok]
             eta[done], z_cat[done], codes_out[done] = e[ok], zc[ok], found[ok]
             pending = pending[~ok]
         if len(pending):
             e, zc, found = _gibbs_categorical(
-                rng, a_c, L_c, s_c, offsets, len(pending),
+                rng, a_c, L_c, s_c, blocks, offsets, len(pending),
                 None if codes is None else codes[pending], n_sweeps)
             eta[pending], z_cat[pending], codes_out[pending] = e, zc, found
     z = alpha_full + eta @ Lambda.T + sigma * rng.standard_normal((n_rows, p))
@@ -194,11 +250,18 @@ class CopulaSynthesizer:
         Column types; inferred at :meth:`fit` when omitted.
     n_factors : int, optional
         Number of factors (default: principal components explaining 95% of variance).
-    categorical : {"empirical", "model"}, default "empirical"
-        How the combination of categorical levels of a synthetic record is drawn: from the joint
-        frequencies of the real data (the paper; reproduces cross-tabulations closely, but every
-        synthetic combination is a real one, rare ones included) or from the fitted model (no
-        combination is copied; cross-tabulations are only as good as the factor model).
+    categorical : {"model", "empirical"}, default "model"
+        How the combination of categorical levels of a synthetic record is drawn: from the
+        fitted model (the default: no combination is copied and no count of the real data is
+        stored; under the multinomial probit the level probabilities match the data within
+        Monte Carlo error, ``benchmarks/categorical_modes.py``) or from the joint frequencies
+        of the real data (the paper: reproduces cross-tabulations exactly in expectation, but
+        every synthetic combination is a real one, unique ones included, and :meth:`save`
+        stores the exact joint table).
+    categorical_likelihood : {"mnp", "rpl"}, default "mnp"
+        See :func:`bayesynth.models.rank_probit_copula`.
+    continuous : {"normal_scores", "rank"}, default "normal_scores"
+        See :func:`bayesynth.models.rank_probit_copula`.
     draws, tune, chains : int
         MCMC settings passed to :func:`bayesynth.sample`.
     random_seed : int, optional
@@ -259,7 +322,9 @@ class CopulaSynthesizer:
         schema: Schema | None = None,
         *,
         n_factors: int | None = None,
-        categorical: str = "empirical",
+        categorical: str = "model",
+        categorical_likelihood: str = "mnp",
+        continuous: str = "normal_scores",
         draws: int = 1000,
         tune: int = 1000,
         chains: int = 2,
@@ -280,6 +345,8 @@ class CopulaSynthesizer:
         self.schema = schema
         self.n_factors = n_factors
         self.categorical = categorical
+        self.categorical_likelihood = categorical_likelihood
+        self.continuous = continuous
         self.draws = draws
         self.tune = tune
         self.chains = chains
@@ -331,8 +398,9 @@ class CopulaSynthesizer:
         if not copula_cols:
             raise SchemaError("Every column is a target; leave at least one in the copula.")
         cschema = Schema([schema[c] for c in copula_cols])
-        model = rank_probit_copula(df[copula_cols], cschema, n_factors=self.n_factors,
-                                   **(self.model_kwargs or {}))
+        kw = {"categorical_likelihood": self.categorical_likelihood,
+              "continuous": self.continuous, **(self.model_kwargs or {})}
+        model = rank_probit_copula(df[copula_cols], cschema, n_factors=self.n_factors, **kw)
         layout = get_layout(model)
         idata = bs_sample(model, draws=self.draws, tune=self.tune, chains=self.chains,
                           random_seed=self.random_seed, progressbar=self.progressbar,
@@ -357,8 +425,8 @@ class CopulaSynthesizer:
 
     def _set_decoder(self, layout: LatentLayout, df: pd.DataFrame, schema: Schema) -> None:
         self.latent_names_ = list(layout.latent_names)
-        self._blocks = [_Block(b.name, np.asarray(b.latent), tuple(b.levels))
-                        for b in layout.categorical]
+        self._blocks = [_Block(b.name, np.asarray(b.latent), tuple(b.levels), b.likelihood,
+                               int(b.reference)) for b in layout.categorical]
         self._ordered = [_Ordered(o.name, int(o.latent), o.kind) for o in layout.ordered]
         self.marginals_: dict[str, DiscreteMarginal | SmoothMarginal] = {}
         for o in layout.ordered:
@@ -377,14 +445,14 @@ class CopulaSynthesizer:
             else:
                 x = df[o.name].to_numpy(dtype=float, na_value=np.nan)
                 self.marginals_[o.name] = DiscreteMarginal.fit(x[~np.isnan(x)])
-        if self._blocks:
+        if self._blocks and self.categorical == "empirical":
             codes = np.column_stack([b.codes for b in layout.categorical])
             combos, counts = np.unique(codes, axis=0, return_counts=True)
             self.combos_ = combos
             self.combo_probs_ = counts / counts.sum()
-        else:
-            self.combos_ = np.zeros((1, 0), dtype=np.int64)
-            self.combo_probs_ = np.ones(1)
+        else:  # nothing of the real joint table is kept
+            self.combos_ = None
+            self.combo_probs_ = None
 
     # ------------------------------------------------------------------------------- sample
 
@@ -447,9 +515,13 @@ class CopulaSynthesizer:
 
     def _one(self, rng: np.random.Generator, alpha_full: np.ndarray, Lam: np.ndarray,
              sig: np.ndarray, n_rows: int) -> pd.DataFrame:
-        blocks = [b.latent for b in self._blocks]
+        blocks = self._blocks
         codes = None
         if self._blocks and self.categorical == "empirical":
+            if self.combos_ is None:
+                raise SchemaError("categorical='empirical' needs the real data's level "
+                                  "combinations, which were not kept: fit with "
+                                  "categorical='empirical'.")
             pick = rng.choice(len(self.combo_probs_), size=n_rows, p=self.combo_probs_)
             codes = self.combos_[pick]
         z, codes = draw_latent(rng, alpha_full, Lam, sig, blocks, n_rows, codes=codes,
@@ -500,6 +572,8 @@ class CopulaSynthesizer:
             "params": {
                 "n_factors": self.n_factors,
                 "categorical": self.categorical,
+                "categorical_likelihood": self.categorical_likelihood,
+                "continuous": self.continuous,
                 "draws": self.draws,
                 "tune": self.tune,
                 "chains": self.chains,
@@ -512,13 +586,14 @@ class CopulaSynthesizer:
             "schema": self.schema_.to_dict(),
             "n_rows": self.n_rows_,
             "latent_names": self.latent_names_,
-            "blocks": [{"name": b.name, "latent": b.latent.tolist(), "levels": list(b.levels)}
+            "blocks": [{"name": b.name, "latent": b.latent.tolist(), "levels": list(b.levels),
+                        "likelihood": b.likelihood, "reference": b.reference}
                        for b in self._blocks],
             "ordered": [{"name": o.name, "latent": o.latent, "kind": o.kind}
                         for o in self._ordered],
             "marginals": {k: v.to_dict() for k, v in self.marginals_.items()},
-            "combos": self.combos_.tolist(),
-            "combo_probs": self.combo_probs_.tolist(),
+            "combos": None if self.combos_ is None else self.combos_.tolist(),
+            "combo_probs": None if self.combo_probs_ is None else self.combo_probs_.tolist(),
             "targets": [{"name": tm.name, "design": tm.design.to_dict(),
                          "marginal": tm.marginal.to_dict()}
                         for tm in getattr(self, "targets_", [])],
@@ -563,6 +638,8 @@ class CopulaSynthesizer:
             Schema.from_dict(state["schema"]),
             n_factors=params["n_factors"],
             categorical=params["categorical"],
+            categorical_likelihood=params.get("categorical_likelihood", "rpl"),
+            continuous=params.get("continuous", "rank"),
             draws=params["draws"],
             tune=params["tune"],
             chains=params["chains"],
@@ -575,13 +652,17 @@ class CopulaSynthesizer:
         obj.n_rows_ = int(state["n_rows"])
         obj.latent_names_ = list(state["latent_names"])
         obj._blocks = [_Block(b["name"], np.asarray(b["latent"], dtype=np.int64),
-                              tuple(b["levels"])) for b in state["blocks"]]
+                              tuple(b["levels"]), b.get("likelihood", "rpl"),
+                              int(b.get("reference", -1))) for b in state["blocks"]]
         obj._ordered = [_Ordered(o["name"], int(o["latent"]), o["kind"])
                         for o in state["ordered"]]
         obj.marginals_ = {k: marginal_from_dict(v) for k, v in state["marginals"].items()}
-        obj.combos_ = np.asarray(state["combos"], dtype=np.int64).reshape(
-            len(state["combo_probs"]), -1)
-        obj.combo_probs_ = np.asarray(state["combo_probs"], float)
+        if state.get("combos") is None:
+            obj.combos_ = obj.combo_probs_ = None
+        else:
+            obj.combos_ = np.asarray(state["combos"], dtype=np.int64).reshape(
+                len(state["combo_probs"]), -1)
+            obj.combo_probs_ = np.asarray(state["combo_probs"], float)
         obj.targets_ = []
         for j, t in enumerate(state.get("targets", [])):
             with xr.open_dataset(path / f"target_{j}.nc", engine="h5netcdf") as ds:

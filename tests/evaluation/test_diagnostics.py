@@ -5,28 +5,34 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pytest
 
 import bayesynth as bs
 
 
-def test_copula_diagnostics_rows_and_weak_flag(mixed_df, seed):
+def test_copula_diagnostics_cover_what_synthesis_uses(mixed_df, seed):
     model = bs.models.rank_probit_copula(mixed_df, n_factors=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         idata = bs.sample(model, draws=30, tune=30, chains=2, random_seed=seed,
                           progressbar=False)
     d = bs.evaluation.copula_diagnostics(idata)
-    p = len(model.coords["latent"])
-    n_alpha = len(model.coords["level"])
-    assert len(d) == p * (p - 1) // 2 + n_alpha
-    assert "r_hat" in d and "ess_bulk" in d
-    assert d.loc["C[group[a], group[b]]", "weak"]
-    assert not d.loc["C[group[a], visits]", "weak"]
-    assert d.filter(like="alpha_scaled", axis=0)["weak"].all()
+    kinds = d["kind"].value_counts()
+    # ordered: visits, income (2 -> 1 pair); categorical: group (3), level (4), flag (2)
+    assert kinds["C (ordered)"] == 1
+    assert kinds["level probability"] == 3 + 4 + 2
+    assert kinds["pair association"] == 3
+    assert kinds["conditional mean"] == (3 + 4 + 2) * 2
+    assert {"r_hat", "ess_bulk", "ess_tail", "mean", "sd"} <= set(d.columns)
+    probs = d[d["kind"] == "level probability"]
+    for var in ("group", "level", "flag"):  # every variable's probabilities sum to one
+        assert probs.filter(like=f"{var}=", axis=0)["mean"].sum() == pytest.approx(1.0)
     s = bs.evaluation.convergence_summary(idata)
-    strong = d[~d["weak"].astype(bool)]
-    assert s.max_rhat == strong["r_hat"].max()
+    assert s.max_rhat == d["r_hat"].max()
     assert np.isfinite(s.median_ess_bulk)
+    full = bs.evaluation.diagnose(idata)  # the copula default: the same quantities
+    assert len(full.table) == len(d) and full.warnings  # 30 draws: not converged
+    assert any("R-hat" in w or "ESS" in w for w in full.warnings)
 
 
 def test_diagnose_words_and_defaults(mixed_df, seed):

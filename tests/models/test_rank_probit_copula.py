@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import bayesynth as bs
@@ -13,39 +14,71 @@ from bayesynth.models import LatentLayout, choose_n_factors, get_layout
 def test_coords_dims_and_variables(mixed_missing_df):
     model = bs.models.rank_probit_copula(mixed_missing_df, n_factors=2)
     lay = get_layout(model)
-    # group (a, b, c + <NA>) and level (4 levels < 10: categorical) are level columns
-    assert lay.latent_names == [
-        "group[a]", "group[b]", "group[c]", "group[<NA>]",
-        "level[low]", "level[mid]", "level[high]", "level[top]",
-        "flag", "visits", "income", "income[missing]"]
-    assert model.coords["level"] == tuple(lay.latent_names[:8])
+    # multinomial probit: K - 1 utility columns per categorical variable (reference = most
+    # frequent level), a binary variable is a one-column probit; continuous columns with
+    # mostly distinct values keep their normal scores (income), counts the rank likelihood
+    cats = {b.name: b for b in lay.categorical}
+    assert set(cats) == {"group", "level", "flag"}
+    assert [len(cats[v].latent) for v in ("group", "level", "flag")] == [3, 3, 1]
+    assert all(b.likelihood == "mnp" for b in lay.categorical)
+    ref = cats["group"].levels[cats["group"].reference]
+    assert ref == mixed_missing_df["group"].fillna("<NA>").value_counts().index[0]
+    assert f"group[{ref}]" not in lay.latent_names and "group[<NA>]" in lay.latent_names
+    assert lay.latent_names[-3:] == ["visits", "income", "income[missing]"]
+    assert [o.name for o in lay.ordered if o.fixed] == ["income"]
+    assert model.coords["level"] == tuple(lay.latent_names[:7])
+    assert model.coords["free_scale"] == ("visits", "income", "income[missing]")
     assert len(model.coords["record"]) == len(mixed_missing_df)
     dims = model.named_vars_to_dims
     assert dims["Lambda"] == ("latent", "factor")
     assert dims["z"] == ("record", "latent")
     assert dims["eta"] == ("record", "factor")
     assert dims["alpha"] == ("level",)
+    assert dims["prec"] == ("free_scale",) and dims["sigma"] == ("latent",)
     assert dims["C"] == ("latent", "latent2")
     assert {"prec", "phi", "delta"} <= set(model.named_vars)
     point = model.initial_point()
     assert lay.bounds_satisfied(point["z"])
     assert np.isfinite(model.compile_logp()(point))
+    sigma = model.compile_fn(model["sigma"], inputs=model.value_vars,
+                             on_unused_input="ignore")(point)
+    np.testing.assert_array_equal(sigma[:7], 1.0)  # probit scale identification
+
+
+def test_the_papers_likelihood_is_an_option(mixed_missing_df):
+    model = bs.models.rank_probit_copula(mixed_missing_df, n_factors=2,
+                                         categorical_likelihood="rpl", continuous="rank")
+    lay = get_layout(model)
+    assert lay.latent_names == [
+        "group[a]", "group[b]", "group[c]", "group[<NA>]",
+        "level[low]", "level[mid]", "level[high]", "level[top]",
+        "flag", "visits", "income", "income[missing]"]
+    assert model.coords["free_scale"] == tuple(lay.latent_names)
+    assert np.isfinite(model.compile_logp()(model.initial_point()))
 
 
 def test_ordinal_threshold(mixed_df):
     lay = get_layout(bs.models.rank_probit_copula(mixed_df, n_factors=1, ordinal_threshold=0))
     assert "level" in lay.latent_names  # ordered: one column
-    assert len(lay.categorical) == 1
+    assert [b.name for b in lay.categorical] == ["group", "flag"]
 
 
 def test_default_number_of_factors(mixed_df):
     lay = LatentLayout.from_data(mixed_df, bs.infer_schema(mixed_df))
-    k = choose_n_factors(lay.initial_z(), 0.95)
+    k = choose_n_factors(lay)
     model = bs.models.rank_probit_copula(mixed_df)
     assert len(model.coords["factor"]) == k
     assert 1 <= k <= lay.p_latent
-    x = np.random.default_rng(0).normal(size=(500, 3)) @ np.diag([3.0, 1.0, 0.1])
-    assert choose_n_factors(x, 0.5) <= choose_n_factors(x, 0.99)
+    # independent columns: parallel analysis finds no factor beyond the floor of one
+    rng = np.random.default_rng(0)
+    noise = pd.DataFrame(rng.normal(size=(800, 6)), columns=list("abcdef"))
+    lay0 = LatentLayout.from_data(noise, bs.infer_schema(noise))
+    assert choose_n_factors(lay0) == 1
+    # three strong factors are found
+    f = rng.normal(size=(800, 3))
+    x = f @ rng.normal(size=(3, 9)) + 0.3 * rng.normal(size=(800, 9))
+    three = pd.DataFrame(x, columns=[f"x{i}" for i in range(9)])
+    assert choose_n_factors(LatentLayout.from_data(three, bs.infer_schema(three))) == 3
 
 
 def test_too_many_levels(mixed_df):

@@ -115,31 +115,49 @@ def test_bad_prior_names(mixed_df):
         bs.models.rank_probit_copula(mixed_df, nu=-1.0)
 
 
-def test_convergence_warning_names_the_worst_between_variable_pair():
+def test_convergence_warning_reads_the_quantities_synthesis_uses(mixed_df):
+    """A fake posterior: i.i.d. draws around one parameter value in both chains give no
+    warning; shifting one chain's loading of an ordered column makes the warning name a
+    quantity that depends on it."""
+    import json
+
     import arviz as az
 
+    from bayesynth.models.copula_quantities import BLOCKS_ATTR, CopulaBlocks
     from bayesynth.samplers.sampling import _check_convergence
 
-    names = ["g[a]", "g[b]", "x"]
+    model = bs.models.rank_probit_copula(mixed_df, n_factors=2)
+    lay = bs.models.get_layout(model)
+    p, k = lay.p_latent, 2
     r = np.random.default_rng(0)
-    C = np.tile(np.eye(3), (2, 50, 1, 1)) + 0.0
-    C[..., 0, 1] = C[..., 1, 0] = r.normal(size=(2, 50)) * 0.01 + np.array([[0.0], [0.5]])
-    C[..., 0, 2] = C[..., 2, 0] = r.normal(size=(2, 50)) * 0.01
-    def as_idata(C):
-        return az.from_dict(
-            posterior={"C": C, "alpha_scaled": r.normal(size=(2, 50, 2))},
-            coords={"latent": names, "latent2": names, "level": ["g[a]", "g[b]"]},
-            dims={"C": ["latent", "latent2"], "alpha_scaled": ["level"]})
+    base = r.normal(size=(p, k)) * 0.5
 
-    idata = as_idata(C)
+    def as_idata(shift):
+        Lam = base + 0.002 * r.normal(size=(2, 200, p, k))
+        Lam[1, :, p - 1, 0] += shift  # the last ordered column, chain 2 only
+        sig = np.ones((2, 200, p))
+        Om = np.einsum("cdjh,cdlh->cdjl", Lam, Lam) + np.einsum(
+            "cdj,jl->cdjl", sig**2, np.eye(p))
+        dd = np.sqrt(np.einsum("cdjj->cdj", Om))
+        C = Om / dd[..., :, None] / dd[..., None, :]
+        names = lay.latent_names
+        idata = az.from_dict(
+            posterior={"Lambda": Lam, "sigma": sig, "C": C,
+                       "alpha": np.zeros((2, 200, len(lay.level_columns)))},
+            coords={"latent": names, "latent2": names, "factor": [0, 1],
+                    "level": lay.level_names},
+            dims={"Lambda": ["latent", "factor"], "sigma": ["latent"],
+                  "C": ["latent", "latent2"], "alpha": ["level"]})
+        idata.posterior.attrs[BLOCKS_ATTR] = json.dumps(
+            CopulaBlocks.from_layout(lay).to_dict())
+        return idata
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _check_convergence(idata)  # the only bad pair is within one variable: no warning
+        _check_convergence(as_idata(0.0))
     assert not [w for w in caught if "Largest R-hat" in str(w.message)]
-    C[..., 1, 2] = C[..., 2, 1] = r.normal(size=(2, 50)) * 0.01 + np.array([[0.0], [0.5]])
-    idata = as_idata(C)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _check_convergence(idata)
+        _check_convergence(as_idata(0.5))
     msgs = [str(w.message) for w in caught if "Largest R-hat" in str(w.message)]
-    assert len(msgs) == 1 and "C[g[b], x]" in msgs[0]
+    assert len(msgs) == 1 and lay.latent_names[-1] in msgs[0]

@@ -84,15 +84,18 @@ def test_reproducible_and_seeded(fitted):
     assert not a[0].equals(c)
 
 
-def test_model_mode_valid(fitted):
+def test_model_mode_valid_and_empirical_needs_its_table(fitted):
     df, syn = fitted
-    syn.categorical = "model"
-    try:
-        [s] = syn.sample(m=1, n_rows=500, random_seed=4)
-    finally:
-        syn.categorical = "empirical"
+    assert syn.categorical == "model" and syn.combos_ is None  # no real counts kept
+    [s] = syn.sample(m=1, n_rows=500, random_seed=4)
     assert set(s["group"].dropna()) <= {"a", "b", "c"}
     assert s["level"].notna().all()
+    syn.categorical = "empirical"
+    try:
+        with pytest.raises(SchemaError, match="fit with categorical='empirical'"):
+            syn.sample(m=1)
+    finally:
+        syn.categorical = "model"
 
 
 def test_save_load_round_trip(fitted, tmp_path):

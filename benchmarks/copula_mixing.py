@@ -1,0 +1,130 @@
+"""Convergence of the copula sampler on what synthesis uses (issue 12 targets).
+
+For a table and a sampler setting it prints the wall time and, for every quantity synthesis
+depends on, the worst R-hat and the smallest bulk ESS:
+
+* correlations ``C`` between ordered variables;
+* implied level probabilities of every categorical variable, and joint probabilities of every
+  pair of categorical variables (what cross-tabulations of synthetic data follow);
+* category-conditional means of every ordered column on the synthesis scale.
+
+It also prints the total variation between the implied level probabilities (posterior mean)
+and the data's frequencies, per categorical variable.
+
+Usage::
+
+    python benchmarks/copula_mixing.py                       # demo table, default settings
+    python benchmarks/copula_mixing.py --data sd2011 --cores 1
+    python benchmarks/copula_mixing.py --likelihood rpl --n-factors 25   # the paper's setting
+
+BLAS is pinned to one thread (bayesynth.sample does so while sampling).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import bayesynth as bs  # noqa: E402
+from bayesynth.evaluation.diagnostics import synthesis_diagnostics  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def load(name: str, n: int | None) -> pd.DataFrame:
+    if name == "demo":
+        return bs.datasets.simulate_child_health(n=n or 2000, random_seed=2026)
+    if name == "sd2011":
+        df = pd.read_csv(DATA / "sd2011.csv", keep_default_na=False, na_values=[""])
+    elif name == "ce":
+        df = pd.read_csv(DATA / "ce.csv")
+    elif name == "adult":
+        df = pd.read_csv(DATA / "adult.csv")
+    else:
+        raise SystemExit(f"unknown data {name!r}")
+    return df if n is None else df.sample(n=n, random_state=0).reset_index(drop=True)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default="demo", choices=("demo", "sd2011", "ce", "adult"))
+    ap.add_argument("--n", type=int, default=None, help="rows (default: all; demo 2000)")
+    ap.add_argument("--likelihood", default="mnp", choices=("mnp", "rpl"))
+    ap.add_argument("--n-factors", type=int, default=None)
+    ap.add_argument("--draws", type=int, default=2500)
+    ap.add_argument("--tune", type=int, default=2500)
+    ap.add_argument("--chains", type=int, default=2)
+    ap.add_argument("--cores", type=int, default=None)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--worst", type=int, default=5, help="worst quantities to list")
+    args = ap.parse_args(argv)
+    df = load(args.data, args.n)
+    schema = bs.infer_schema(df)
+    model = bs.models.rank_probit_copula(df, schema, n_factors=args.n_factors,
+                                         categorical_likelihood=args.likelihood)
+    k = int(model.dim_lengths["factor"].eval())
+    p = int(model.dim_lengths["latent"].eval())
+    print(f"{args.data}: n = {len(df)}, {df.shape[1]} columns, p* = {p}, k = {k}, "
+          f"likelihood {args.likelihood}, {args.chains} chains x ({args.tune} + {args.draws})")
+    if os.environ.get("INNER"):  # experiment hook: extra factor-block sweeps per iteration
+        import bayesynth.samplers.sampling as S_
+        import bayesynth.samplers.steps as St
+        blk = (St.FactorScoresGibbs, St.LoadingsGibbs, St.ShrinkageGibbs, St.PrecisionGibbs,
+               St.FactorScaleMove)
+        S_.COPULA_STEPS = S_.COPULA_STEPS + blk * (int(os.environ["INNER"]) - 1)
+    if os.environ.get("ALPHA_ONLY"):  # experiment hook: collapsed intercepts only
+        import bayesynth.samplers.steps as St
+        from bayesynth.samplers.kernels import draw_alpha_collapsed
+
+        def _upd(self, point):
+            s = self.structure
+            z = point[self._zkey]
+            if not (z.flags.f_contiguous and z.flags.writeable):
+                z = np.array(z, order="F", dtype=np.float64, copy=True)
+            pm_ = np.zeros(s.p)
+            ps = np.ones(s.p)
+            pm_[s.level_cols] = np.broadcast_to(self._mu(point), (len(s.level_cols),))
+            ps[s.level_cols] = np.broadcast_to(self._sd(point), (len(s.level_cols),))
+            alpha = draw_alpha_collapsed(self.rng, z, s.alpha_full(point),
+                                         s.value(point, "Lambda"), s.value(point, "eta"),
+                                         s.sd(point), s.layout, pm_, ps)
+            point[self._zkey] = z
+            s.io["alpha"].put(point, alpha[s.level_cols])
+        St.InterceptGibbs._update = _upd
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = bs.sample(model, draws=args.draws, tune=args.tune, chains=args.chains,
+                          random_seed=args.seed, progressbar=False, cores=args.cores)
+    wall = time.perf_counter() - t0
+    cores = args.cores or min(args.chains, os.cpu_count() or 1)
+    per_core = args.chains * (args.draws + args.tune) / cores
+    print(f"sampling: {wall:.1f} s wall on {cores} core(s) ({per_core / wall:.1f} iterations/s "
+          "per core)")
+    d = synthesis_diagnostics(idata)
+    for kind, rows in d.table.groupby("kind", sort=False):
+        print(f"  {kind:26s} {len(rows):5d} quantities: max R-hat {rows['r_hat'].max():.3f}, "
+              f"min bulk ESS {rows['ess_bulk'].min():6.0f}, median {rows['ess_bulk'].median():6.0f}"
+              f", ESS/s (min) {rows['ess_bulk'].min() / wall:.2f}")
+    worst = d.table.sort_values("ess_bulk").head(args.worst)
+    for label, row in worst.iterrows():
+        print(f"    {label}: ESS {row['ess_bulk']:.0f}, R-hat {row['r_hat']:.3f}")
+    tv = d.total_variation(df)
+    if len(tv):
+        print("  total variation of implied level probabilities vs data: "
+              + ", ".join(f"{k} {v:.4f}" for k, v in tv.items()))
+
+
+if __name__ == "__main__":
+    main()
