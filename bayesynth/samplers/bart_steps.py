@@ -38,9 +38,28 @@ def _seed_numba(seed):  # pragma: no cover - compiled
     np.random.seed(seed)
 
 
+#: PGBART attributes that change while it samples; restored at the start of every chain.
+_PGBART_STATE = ("sum_trees", "sum_trees_noi", "all_particles", "all_trees", "alpha_vec", "ssv",
+                 "leaf_sd", "running_sd", "lower", "iter", "a_tree")
+
+
 class SeededPGBART(pmb.PGBART):
-    """pymc-bart's PGBART, with NumPy's (and numba's) global random state seeded per chain
-    from the chain's generator, so that ``random_seed`` makes BART runs reproducible."""
+    """pymc-bart's PGBART, seeded per chain and restarted for every chain.
+
+    NumPy's (and numba's) global random state, from which PGBART draws, is seeded per chain
+    from the chain's generator, so that ``random_seed`` makes BART runs reproducible. Chains of
+    a BART model run one after the other in one process; PGBART's forest, particles, tuned
+    split probabilities and leaf scales would carry over from one chain to the next (chain 2
+    would start where chain 1 ended, and R-hat would compare a chain with its own
+    continuation). The state right after construction is kept and restored at the start of
+    every chain, so the chains are independent.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        import copy
+
+        self._initial_state = {a: copy.deepcopy(getattr(self, a)) for a in _PGBART_STATE}
 
     def set_rng(self, rng):  # noqa: D102
         super().set_rng(rng)
@@ -49,8 +68,12 @@ class SeededPGBART(pmb.PGBART):
         _seed_numba(seed)
 
     def reset_tuning(self):
-        """Tune again at the start of the next chain (PGBART keeps trees only after tuning;
-        without this, a second chain run in the same process stores its burn-in too)."""
+        """Start the next chain from the initial state, tuning again (PGBART keeps trees only
+        after tuning; without this a second chain would also store its burn-in)."""
+        import copy
+
+        for a, v in self._initial_state.items():
+            setattr(self, a, copy.deepcopy(v))
         self.tune = True
 
 
@@ -97,6 +120,11 @@ class RankRegressionGibbs(BlockedStep):
         self.rng = get_random_generator(rng)
         self.tune = True
 
+    def reset_tuning(self):
+        """Start the next chain's latent data from the normal scores of the ranks."""
+        self._z.set_value(self.layout.initial_z()[:, 0].copy())
+        self.tune = True
+
     def step(self, point):  # noqa: D102
         new = dict(point)
         f = np.asarray(point[self._f_key], dtype=float).ravel()
@@ -126,8 +154,11 @@ def bart_steps(model: pm.Model, random_seed=None, **pgbart_kwargs) -> list:
     del op.all_trees[:]
     # PGBART jitters tied covariate values in place: give every run a pristine copy.
     op.X = training_matrix(model).copy()
-    if random_seed is not None and not isinstance(random_seed, np.random.Generator):
-        seed = int(np.random.SeedSequence(random_seed).generate_state(1)[0])
+    if random_seed is not None:
+        if isinstance(random_seed, np.random.Generator):
+            seed = int(random_seed.integers(2**32 - 1))
+        else:
+            seed = int(np.random.SeedSequence(random_seed).generate_state(1)[0])
         np.random.seed(seed)
         _seed_numba(seed)
     return [SeededPGBART([model["f"]], model=model, **pgbart_kwargs),
