@@ -104,7 +104,7 @@ def _indicator_scores(layout: LatentLayout) -> np.ndarray:
 
 
 def choose_n_factors(layout: LatentLayout, *, n_permutations: int = 20,
-                     quantile: float = 0.95) -> int:
+                     quantile: float = 0.95, slack: int = 2) -> int:
     """Default number of factors: Horn's parallel analysis on the data's indicator scores.
 
     The correlation matrix of the data (ordered columns as normal scores of their ranks,
@@ -113,14 +113,20 @@ def choose_n_factors(layout: LatentLayout, *, n_permutations: int = 20,
     own indicators set to zero (they exclude each other by construction, which the
     categorical likelihood already encodes), is compared with the same matrix after every
     column is permuted independently; k is the number of leading eigenvalues above the
-    ``quantile`` of their permutation distribution (at least 1). Noise dimensions, which a
-    95%-of-variance rule keeps until the model saturates, are left out.
+    ``quantile`` of their permutation distribution, plus ``slack`` (at least 1, at most p*).
+    Noise dimensions, which a 95%-of-variance rule keeps until the model saturates, are left
+    out. The slack is there because too few factors are worse than too many: with too few the
+    posterior has separate modes for which structure the factors carry (on the demo table, k at
+    the parallel-analysis count of 4 gave chains at C[temp_t1, temp_t3] = -0.00 and -0.90),
+    while the multiplicative gamma process shrinks factors that are not needed
+    (``benchmarks/README.md``).
 
     Parameters
     ----------
     layout : LatentLayout
     n_permutations : int, default 20
     quantile : float, default 0.95
+    slack : int, default 2
 
     Returns
     -------
@@ -156,7 +162,7 @@ def choose_n_factors(layout: LatentLayout, *, n_permutations: int = 20,
         null[r] = eig(np.column_stack([rng.permutation(x[:, j]) for j in range(p)]))
     above = ev > np.quantile(null, quantile, axis=0)
     k = int(np.argmin(above)) if not above.all() else p
-    return max(1, min(k, layout.p_latent))
+    return max(1, min(k + int(slack), layout.p_latent))
 
 
 def rank_probit_copula(

@@ -690,11 +690,13 @@ def _collapsed_log_target(a, kind, bound, m, inv_sd, mu0, prec0):  # pragma: no 
 
 @numba.njit(cache=True)
 def _intercept_sweep(st, sp, zT, mT, sd, alpha_full, prior_mu, prior_prec, mnp_cols, mnp_off,
-                     mnp_codes, lvl_cols, lvl_sign, kind, bound):  # pragma: no cover
+                     mnp_codes, lvl_cols, lvl_sign, kind, bound, todo):  # pragma: no cover
     n = zT.shape[1]
     inf = np.inf
     n_mnp = mnp_cols.shape[0]
     for c in range(n_mnp + lvl_cols.shape[0]):
+        if not todo[c]:
+            continue
         # bounds of every record's latent value in this column, given the other columns
         if c < n_mnp:
             b = 0
@@ -792,6 +794,8 @@ def draw_alpha_collapsed(
     layout: LatentLayout,
     prior_mu: np.ndarray,
     prior_sd: np.ndarray,
+    *,
+    columns: np.ndarray | None = None,
 ) -> np.ndarray:
     """Intercepts of the categorical columns with their latent values integrated out, then the
     latent values given the new intercepts (a partially collapsed Gibbs block, in place on z).
@@ -817,6 +821,9 @@ def draw_alpha_collapsed(
     layout : LatentLayout
     prior_mu, prior_sd : numpy.ndarray, shape (p*,)
         Normal prior of each column's intercept (used on categorical columns only).
+    columns : numpy.ndarray of bool, optional
+        Which categorical columns (kernel order: multinomial-probit, then rpl) to update;
+        default all.
 
     Returns
     -------
@@ -840,7 +847,9 @@ def draw_alpha_collapsed(
                      np.ascontiguousarray(1.0 / np.broadcast_to(prior_sd, alpha_full.shape) ** 2,
                                           dtype=np.float64),
                      layout.k_mnp_cols, layout.k_mnp_off, layout.k_mnp_codes, layout.k_lvl_cols,
-                     layout.k_lvl_sign, np.empty(n, dtype=np.int64), np.empty(n))
+                     layout.k_lvl_sign, np.empty(n, dtype=np.int64), np.empty(n),
+                     np.ones(len(layout.k_mnp_cols) + len(layout.k_lvl_cols), dtype=np.bool_)
+                     if columns is None else np.asarray(columns, dtype=np.bool_))
     return alpha_full
 
 

@@ -521,14 +521,20 @@ class InterceptGibbs(CopulaGibbsStep):
 
     The plain Gibbs updates move a categorical column's intercept and loadings by O(1/sqrt(n))
     per iteration whatever their posterior spread; for rare levels, whose parameters are
-    uncertain, that makes them mix very slowly. The joint move costs O(n k^2) per column, so it
-    is kept to the rare levels, where it matters.
+    uncertain, that makes them mix very slowly. The joint move costs O(n k^2) per column (a few
+    Newton steps to the mode), so it is kept to the rare levels, and only while their total cost
+    n k^2 (number of rare columns) stays below ``row_budget`` (5e7, about 0.1 s an iteration):
+    on wide tables with many rare levels the intercepts alone are collapsed. With more than
+    ``max_columns`` categorical columns, a random subset of that many has its intercept
+    collapsed each iteration (a random scan of exact moves).
     """
 
     name = "intercept_gibbs"
     targets = ("alpha", "Lambda", "z")
     stats_dtypes_shapes = {"tune": (bool, []), "accept_rows": (float, [])}
     rare_share: ClassVar[float] = 0.1
+    row_budget: ClassVar[float] = 5e7
+    max_columns: ClassVar[int] = 32
 
     def _setup(self, model):
         mu, sd = _normal_prior(model, "alpha", "InterceptGibbs")
@@ -549,6 +555,9 @@ class InterceptGibbs(CopulaGibbsStep):
             freq = counts / max(counts.sum(), 1)
             share.extend(freq[b.column_levels])
         self._rare = np.asarray(share) <= self.rare_share
+        s = self.structure
+        if lay.n * (s.k + 1) ** 2 * self._rare.sum() > self.row_budget:
+            self._rare[:] = False
         self._zkey = model.rvs_to_values[model["z"]].name
         self._accept = 1.0
 
@@ -562,8 +571,13 @@ class InterceptGibbs(CopulaGibbsStep):
         pm_[s.level_cols] = np.broadcast_to(self._mu(point), (len(s.level_cols),))
         ps[s.level_cols] = np.broadcast_to(self._sd(point), (len(s.level_cols),))
         Lam, eta, sd = s.value(point, "Lambda"), s.value(point, "eta"), s.sd(point)
+        n_cols = len(self._rare)
+        cols = None
+        if n_cols > self.max_columns:
+            cols = np.zeros(n_cols, dtype=bool)
+            cols[self.rng.choice(n_cols, self.max_columns, replace=False)] = True
         alpha = draw_alpha_collapsed(self.rng, z, s.alpha_full(point), Lam, eta, sd, s.layout,
-                                     pm_, ps)
+                                     pm_, ps, columns=cols)
         if self._lam_sd is not None and self._rare.any():
             lam_pp = np.broadcast_to(1.0 / np.asarray(self._lam_sd(point)) ** 2, (s.p, s.k))
             alpha, Lam, self._accept = draw_categorical_rows(

@@ -69,16 +69,16 @@ def test_default_number_of_factors(mixed_df):
     model = bs.models.rank_probit_copula(mixed_df)
     assert len(model.coords["factor"]) == k
     assert 1 <= k <= lay.p_latent
-    # independent columns: parallel analysis finds no factor beyond the floor of one
+    # independent columns: parallel analysis finds no factor (the floor is one, plus slack)
     rng = np.random.default_rng(0)
     noise = pd.DataFrame(rng.normal(size=(800, 6)), columns=list("abcdef"))
     lay0 = LatentLayout.from_data(noise, bs.infer_schema(noise))
-    assert choose_n_factors(lay0) == 1
+    assert choose_n_factors(lay0, slack=0) == 1 and choose_n_factors(lay0) == 2
     # three strong factors are found
     f = rng.normal(size=(800, 3))
     x = f @ rng.normal(size=(3, 9)) + 0.3 * rng.normal(size=(800, 9))
     three = pd.DataFrame(x, columns=[f"x{i}" for i in range(9)])
-    assert choose_n_factors(LatentLayout.from_data(three, bs.infer_schema(three))) == 3
+    assert choose_n_factors(LatentLayout.from_data(three, bs.infer_schema(three)), slack=0) == 3
 
 
 def test_too_many_levels(mixed_df):
