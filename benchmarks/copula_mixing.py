@@ -32,7 +32,6 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -77,31 +76,6 @@ def main(argv=None) -> None:
     p = int(model.dim_lengths["latent"].eval())
     print(f"{args.data}: n = {len(df)}, {df.shape[1]} columns, p* = {p}, k = {k}, "
           f"likelihood {args.likelihood}, {args.chains} chains x ({args.tune} + {args.draws})")
-    if os.environ.get("INNER"):  # experiment hook: extra factor-block sweeps per iteration
-        import bayesynth.samplers.sampling as S_
-        import bayesynth.samplers.steps as St
-        blk = (St.FactorScoresGibbs, St.LoadingsGibbs, St.ShrinkageGibbs, St.PrecisionGibbs,
-               St.FactorScaleMove)
-        S_.COPULA_STEPS = S_.COPULA_STEPS + blk * (int(os.environ["INNER"]) - 1)
-    if os.environ.get("ALPHA_ONLY"):  # experiment hook: collapsed intercepts only
-        import bayesynth.samplers.steps as St
-        from bayesynth.samplers.kernels import draw_alpha_collapsed
-
-        def _upd(self, point):
-            s = self.structure
-            z = point[self._zkey]
-            if not (z.flags.f_contiguous and z.flags.writeable):
-                z = np.array(z, order="F", dtype=np.float64, copy=True)
-            pm_ = np.zeros(s.p)
-            ps = np.ones(s.p)
-            pm_[s.level_cols] = np.broadcast_to(self._mu(point), (len(s.level_cols),))
-            ps[s.level_cols] = np.broadcast_to(self._sd(point), (len(s.level_cols),))
-            alpha = draw_alpha_collapsed(self.rng, z, s.alpha_full(point),
-                                         s.value(point, "Lambda"), s.value(point, "eta"),
-                                         s.sd(point), s.layout, pm_, ps)
-            point[self._zkey] = z
-            s.io["alpha"].put(point, alpha[s.level_cols])
-        St.InterceptGibbs._update = _upd
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
