@@ -42,14 +42,21 @@ from bayesynth.errors import (
     UnknownColumnTypeError,
     UnknownLevelError,
 )
+from bayesynth.rules import Rule, check_rules, suggest_rules
 
-__all__ = ["COLUMN_TYPES", "ColumnSchema", "Schema", "infer_schema", "validate_data"]
+__all__ = ["COLUMN_TYPES", "ColumnSchema", "Schema", "infer_schema", "validate_data",
+           "value_part", "as_numbers", "from_days", "is_datetime"]
 
 COLUMN_TYPES: tuple[str, ...] = ("categorical", "ordinal", "binary", "count", "continuous")
 LEVEL_TYPES: frozenset[str] = frozenset({"categorical", "ordinal", "binary"})
 NUMERIC_TYPES: frozenset[str] = frozenset({"count", "continuous"})
 SCHEMA_FORMAT_VERSION = 1
 MIN_ROWS = 10
+#: A numeric column with at most this many distinct non-integer values is ordinal (discrete).
+FEW_VALUES = 10
+#: A numeric column is read as having special codes when it has at most this many distinct
+#: negative integer values, all other values being non-negative.
+MAX_SPECIAL_CODES = 3
 
 
 def _plain(value: Any) -> Any:
@@ -76,6 +83,15 @@ class ColumnSchema:
         The pandas dtype of the source column (``str(series.dtype)``), used to restore it.
     ordered : bool
         Whether a pandas categorical source column was ordered (restored on output).
+    special_codes : tuple of numbers
+        Values of a count or continuous column that are codes, not quantities (such as -8 for
+        "not applicable"). They are modelled as levels of their own, in the dependence model too,
+        and reproduced exactly.
+    integer : bool
+        The column's values (codes aside) are whole numbers; synthetic values are too.
+    decimals : int, optional
+        Decimal places of the source values (a money column written with 2); synthetic values
+        are rounded to as many.
     """
 
     name: str
@@ -83,6 +99,9 @@ class ColumnSchema:
     levels: tuple | None = None
     dtype: str | None = None
     ordered: bool = False
+    special_codes: tuple = ()
+    integer: bool = False
+    decimals: int | None = None
 
     def __post_init__(self) -> None:
         if self.type not in COLUMN_TYPES:
@@ -115,6 +134,13 @@ class ColumnSchema:
                 "columns take levels. Remove its levels.",
                 column=self.name,
             )
+        if self.special_codes and self.type not in NUMERIC_TYPES:
+            raise SchemaError(
+                f"Column '{self.name}' is {self.type} but lists special codes "
+                f"{list(self.special_codes)}: special codes belong to count and continuous "
+                "columns. Make the code a level of the column instead.",
+                column=self.name,
+            )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready description of the column."""
@@ -125,6 +151,12 @@ class ColumnSchema:
             out["dtype"] = self.dtype
         if self.ordered:
             out["ordered"] = True
+        if self.special_codes:
+            out["special_codes"] = [_plain(v) for v in self.special_codes]
+        if self.integer:
+            out["integer"] = True
+        if self.decimals is not None:
+            out["decimals"] = int(self.decimals)
         return out
 
     @classmethod
@@ -141,6 +173,9 @@ class ColumnSchema:
             levels=tuple(levels) if levels is not None else None,
             dtype=d.get("dtype"),
             ordered=bool(d.get("ordered", False)),
+            special_codes=tuple(d.get("special_codes", ())),
+            integer=bool(d.get("integer", False)),
+            decimals=None if d.get("decimals") is None else int(d["decimals"]),
         )
 
 
@@ -164,13 +199,48 @@ class Schema(Mapping[str, ColumnSchema]):
     True
     """
 
-    def __init__(self, columns: Iterable[ColumnSchema]):
+    def __init__(self, columns: Iterable[ColumnSchema], rules: Iterable[Rule] = (),
+                 suggested_rules: Iterable[Rule] = ()):
         cols = list(columns)
         names = [c.name for c in cols]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise SchemaError(f"The schema lists column(s) {dup} more than once.")
         self._columns: dict[str, ColumnSchema] = {c.name: c for c in cols}
+        self.rules: tuple[Rule, ...] = tuple(
+            r if isinstance(r, Rule) else Rule.from_dict(r) for r in rules)
+        self.suggested_rules: tuple[Rule, ...] = tuple(
+            r if isinstance(r, Rule) else Rule.from_dict(r) for r in suggested_rules)
+        for r in self.rules:
+            unknown = [c for c in [r.column] + [c for c, _ in r.when] if c not in names]
+            if unknown:
+                raise MissingColumnError(f"The rule {r!r} names column(s) {unknown}, which the "
+                                         f"schema does not have.", column=unknown[0])
+            self._check_rule_levels(r)
+
+    def _check_rule_levels(self, r: Rule) -> None:
+        """A rule's value and condition levels must be values its columns can take."""
+        target = self._columns[r.column]
+        v = r.value
+        if v is not None and not (isinstance(v, float) and np.isnan(v)):
+            if target.levels is not None and _plain(v) not in set(target.levels):
+                raise UnknownLevelError(
+                    f"The rule {r!r} sets '{r.column}' to {v!r}, which is not one of its levels "
+                    f"{list(target.levels)[:10]}.", column=r.column)
+            if target.levels is None and not isinstance(v, int | float | np.number):
+                raise SchemaError(
+                    f"The rule {r!r} sets the {target.type} column '{r.column}' to {v!r}, which "
+                    "is not a number.", column=r.column)
+        for c, levels in r.when:
+            col = self._columns[c]
+            if col.levels is None:
+                continue
+            known = set(col.levels)
+            bad = [x for x in levels if x is not None and _plain(x) not in known]
+            if bad:
+                raise UnknownLevelError(
+                    f"The rule {r!r} conditions on level(s) {bad} of '{c}', which are not among "
+                    f"its levels {list(col.levels)[:10]}.", column=c)
 
     def __getitem__(self, name: str) -> ColumnSchema:
         try:
@@ -193,7 +263,12 @@ class Schema(Mapping[str, ColumnSchema]):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Schema):
             return NotImplemented
-        return list(self._columns.values()) == list(other._columns.values())
+        return (list(self._columns.values()) == list(other._columns.values())
+                and self.rules == other.rules)
+
+    def with_rules(self, rules: Iterable[Rule]) -> Schema:
+        """A copy of the schema with these rules (for example some of ``suggested_rules``)."""
+        return Schema(self._columns.values(), rules, self.suggested_rules)
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{c.name}: {c.type}" for c in self._columns.values())
@@ -210,11 +285,15 @@ class Schema(Mapping[str, ColumnSchema]):
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready description of the schema."""
-        return {
+        out = {
             "format": "bayesynth-schema",
             "version": SCHEMA_FORMAT_VERSION,
             "columns": [c.to_dict() for c in self._columns.values()],
+            "rules": [r.to_dict() for r in self.rules],
         }
+        if self.suggested_rules:
+            out["suggested_rules"] = [r.to_dict() for r in self.suggested_rules]
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Schema:
@@ -223,7 +302,9 @@ class Schema(Mapping[str, ColumnSchema]):
             raise SchemaError(
                 "A schema is a JSON object with a 'columns' list, as written by Schema.to_json."
             )
-        return cls(ColumnSchema.from_dict(c) for c in d["columns"])
+        return cls((ColumnSchema.from_dict(c) for c in d["columns"]),
+                   [Rule.from_dict(r) for r in d.get("rules", [])],
+                   [Rule.from_dict(r) for r in d.get("suggested_rules", [])])
 
     def to_json(self, path: str | os.PathLike | None = None, *, indent: int = 2) -> str:
         """Serialise to JSON, optionally writing it (atomically) to ``path``.
@@ -273,6 +354,35 @@ def _is_integral(x: np.ndarray) -> bool:
     return bool(np.all(np.isfinite(x)) and np.all(x == np.round(x)))
 
 
+def _special_codes(x: np.ndarray) -> np.ndarray:
+    """Negative integer values that mark codes ("not applicable" -8, "refused" -9 ...): at most
+    :data:`MAX_SPECIAL_CODES` distinct ones, each between -999 and -1 and held by at least five
+    records, in a column whose other values are non-negative and take at least two values (a
+    few scattered negative amounts, such as a loss of -3000, are values, not codes)."""
+    neg, counts = np.unique(x[x < 0], return_counts=True)
+    rest = x[x >= 0]
+    if (0 < len(neg) <= MAX_SPECIAL_CODES and _is_integral(neg) and neg.min() >= -999
+            and counts.min() >= 5 and len(np.unique(rest)) >= 2):
+        return neg
+    return np.zeros(0)
+
+
+def _decimals(x: np.ndarray, most: int = 6) -> int | None:
+    """Decimal places of the values (None: more than ``most``)."""
+    for d in range(most + 1):
+        scaled = x * 10.0**d
+        if np.all(np.abs(scaled - np.round(scaled)) < 1e-6):
+            return d
+    return None
+
+
+def value_part(s: pd.Series, col: ColumnSchema) -> pd.Series:
+    """The values of a numeric column with its special codes set to missing."""
+    if not col.special_codes:
+        return s
+    return s.where(~s.isin(list(col.special_codes)))
+
+
 def _check_informative(name: str, values: pd.Series) -> np.ndarray:
     """Distinct non-missing values; raise when there are none or only one."""
     if len(values) == 0:
@@ -289,7 +399,48 @@ def _check_informative(name: str, values: pd.Series) -> np.ndarray:
     return uniques
 
 
+def is_datetime(dtype: Any) -> bool:
+    """Whether a column of this dtype (or dtype text) holds dates or timestamps."""
+    if isinstance(dtype, str):
+        return dtype.startswith("datetime64")
+    return pd.api.types.is_datetime64_any_dtype(dtype) and not isinstance(
+        dtype, pd.DatetimeTZDtype)
+
+
+def days_since_epoch(s: pd.Series) -> pd.Series:
+    """A datetime column as float days since 1970-01-01 (missing stays missing)."""
+    return (s - pd.Timestamp("1970-01-01")) / pd.Timedelta(days=1)
+
+
+def as_numbers(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with its date and timestamp columns as float days since 1970-01-01.
+
+    The models work on numbers; :func:`from_days` turns synthetic values back. ``df`` itself
+    is not modified (a copy is returned when there is something to convert).
+    """
+    dates = [c for c in df.columns if is_datetime(df[c].dtype)]
+    if not dates:
+        return df
+    out = df.copy()
+    for c in dates:
+        out[c] = days_since_epoch(df[c])
+    return out
+
+
+def from_days(values: np.ndarray, dtype: str) -> pd.Series:
+    """Float days since 1970-01-01 back to datetimes of ``dtype``."""
+    x = np.asarray(values, dtype=float)
+    out = pd.Series(pd.to_datetime(np.round(x * 86400.0), unit="s", origin="unix",
+                                   errors="coerce"))
+    try:
+        return out.astype(dtype)
+    except (TypeError, ValueError):
+        return out
+
+
 def _check_supported_dtype(s: pd.Series) -> None:
+    if is_datetime(s.dtype):
+        return  # dates: an ordered variable, modelled as days since 1970-01-01
     if (
         pd.api.types.is_datetime64_any_dtype(s.dtype)
         or pd.api.types.is_timedelta64_dtype(s.dtype)
@@ -310,6 +461,12 @@ def _infer_one(s: pd.Series, declared: str | None) -> ColumnSchema:
     uniques = _check_informative(name, values)
     is_cat_dtype = isinstance(s.dtype, pd.CategoricalDtype)
     dtype = str(s.dtype)
+    if is_datetime(s.dtype) and declared in (None, "continuous", "count"):
+        # dates are ordered values: days since 1970-01-01
+        days = days_since_epoch(values).to_numpy(dtype=float)
+        whole = _is_integral(days)
+        return ColumnSchema(name=name, type=declared or "continuous", dtype=dtype,
+                            integer=whole, decimals=0 if whole else None)
     numeric = pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype)
 
     if declared is None:
@@ -325,7 +482,15 @@ def _infer_one(s: pd.Series, declared: str | None) -> ColumnSchema:
                     "which bayesynth imputes) before synthesis.",
                     column=name,
                 )
-            declared = "count" if _is_integral(x) and x.min() >= 0 else "continuous"
+            codes = _special_codes(x)
+            rest = x[~np.isin(x, codes)]
+            n_rest = len(np.unique(rest))
+            if not _is_integral(rest) and n_rest <= FEW_VALUES:
+                declared = "ordinal"  # a float column with few distinct values is discrete
+            elif _is_integral(rest) and len(rest) and rest.min() >= 0:
+                declared = "count"
+            else:
+                declared = "continuous"
         else:
             if len(uniques) == len(values) and len(values) >= MIN_ROWS:
                 raise IdentifierColumnError(
@@ -360,7 +525,19 @@ def _infer_one(s: pd.Series, declared: str | None) -> ColumnSchema:
                 "Declare it categorical, ordinal or count instead.",
                 column=name,
             )
-    return ColumnSchema(name=name, type=declared, levels=levels, dtype=dtype, ordered=ordered)
+    codes: tuple = ()
+    integer = False
+    decimals = None
+    if declared in NUMERIC_TYPES and numeric:
+        x = values.to_numpy(dtype=float)
+        codes = tuple(int(c) if float(c).is_integer() else float(c) for c in _special_codes(x))
+        rest = x[~np.isin(x, codes)]
+        integer = bool(len(rest) and _is_integral(rest))
+        decimals = 0 if integer else _decimals(rest)
+    if declared == "ordinal" and numeric and not is_cat_dtype:
+        ordered = True
+    return ColumnSchema(name=name, type=declared, levels=levels, dtype=dtype, ordered=ordered,
+                        special_codes=codes, integer=integer, decimals=decimals)
 
 
 def infer_schema(
@@ -371,8 +548,9 @@ def infer_schema(
     binary: Iterable[str] = (),
     count: Iterable[str] = (),
     continuous: Iterable[str] = (),
+    suggest: bool = True,
 ) -> Schema:
-    """Infer the type of every column of ``df``.
+    """Infer the type of every column of ``df``, read survey codes, and suggest rules.
 
     Rules, applied to each column's non-missing values unless a keyword list names the column:
 
@@ -380,7 +558,23 @@ def infer_schema(
     * an ordered pandas categorical is ``ordinal``; an unordered one is ``categorical``;
     * strings (object or string dtype) are ``categorical``; a string column whose values are all
       distinct raises :class:`~bayesynth.errors.IdentifierColumnError`;
-    * numbers that are all non-negative integers are ``count``; other numbers are ``continuous``.
+    * numbers that are all non-negative integers are ``count``; other numbers are
+      ``continuous``; but a non-integer numeric column with at most 10 distinct values is
+      ``ordinal`` (discrete: its values come back exactly);
+    * in a numeric column, up to three distinct negative integers (from -999 to -1, each held
+      by at least five records) beside otherwise non-negative values are read as *special
+      codes* (-8 "not applicable", -9 "refused" ...): they are
+      recorded in ``special_codes``, modelled as levels of their own and not as numbers, and
+      the column's type follows from its other values (so a count with the code -8 is a count);
+    * a numeric column records whether its values (codes aside) are whole numbers
+      (``integer``) and how many decimal places they carry (``decimals``), which synthetic
+      values keep.
+
+    With ``suggest=True`` near-deterministic patterns between columns (a level of one column
+    after which another takes one value in at least 99% of the records, such as a cigarette
+    count of -8 for every non-smoker) are listed in ``schema.suggested_rules``. They are not
+    applied: move the ones you accept into the schema's rules (``schema.with_rules(...)`` or
+    the ``"rules"`` list of its JSON).
 
     Ordinal columns keep their type here; the copula model treats ordinal columns with few levels
     (fewer than 10 by default) as unordered categorical, as Feldman & Kowal recommend.
@@ -391,6 +585,8 @@ def infer_schema(
         The table. It is not modified.
     categorical, ordinal, binary, count, continuous : iterable of str
         Column names forced to that type (overriding inference).
+    suggest : bool, default True
+        Look for rules to suggest (:func:`bayesynth.rules.suggest_rules`).
 
     Returns
     -------
@@ -430,7 +626,9 @@ def infer_schema(
                     column=str(n),
                 )
             declared[n] = typ
-    return Schema(_infer_one(df[c], declared.get(c)) for c in df.columns)
+    columns = [_infer_one(df[c], declared.get(c)) for c in df.columns]
+    suggested = suggest_rules(df) if suggest else []
+    return Schema(columns, (), suggested)
 
 
 # ---------------------------------------------------------------------------------- validation
@@ -457,7 +655,8 @@ def _check_frame(df: Any, min_rows: int = 1) -> None:
         raise SchemaError(f"The table has duplicated column names {dup}. Rename them.")
 
 
-def validate_data(df: Any, schema: Schema, *, min_rows: int = MIN_ROWS) -> None:
+def validate_data(df: Any, schema: Schema, *, min_rows: int = MIN_ROWS,
+                  rule_max_broken: float = 0.01) -> None:
     """Check that ``df`` can be modelled under ``schema``.
 
     Nothing is modified. Every problem raises a :mod:`bayesynth.errors` exception that names the
@@ -471,6 +670,9 @@ def validate_data(df: Any, schema: Schema, *, min_rows: int = MIN_ROWS) -> None:
         Its schema (for example from :func:`infer_schema`).
     min_rows : int, default 10
         Fewest rows accepted.
+    rule_max_broken : float, default 0.01
+        Largest share of the records meeting a rule's condition that may break the rule
+        (:func:`bayesynth.rules.check_rules`).
 
     Raises
     ------
@@ -479,6 +681,9 @@ def validate_data(df: Any, schema: Schema, *, min_rows: int = MIN_ROWS) -> None:
         infinite values, values that do not fit the declared type, unknown levels.
     bayesynth.errors.MissingColumnError
         The schema names a column the table lacks, or the table has a column the schema lacks.
+    bayesynth.errors.SchemaError
+        The data break one of the schema's rules for more than ``rule_max_broken`` of the
+        records it covers.
     """
     _check_frame(df, min_rows)
     if not isinstance(schema, Schema):
@@ -502,6 +707,8 @@ def validate_data(df: Any, schema: Schema, *, min_rows: int = MIN_ROWS) -> None:
         )
     for name in schema.names:
         _validate_column(df[name], schema[name])
+    if schema.rules:
+        check_rules(df, schema.rules, max_broken=rule_max_broken)
 
 
 def _validate_column(s: pd.Series, col: ColumnSchema) -> None:
@@ -510,6 +717,9 @@ def _validate_column(s: pd.Series, col: ColumnSchema) -> None:
     values = s.dropna()
     if len(values) == 0:
         _check_informative(name, values)
+    if col.type in NUMERIC_TYPES and is_datetime(s.dtype):
+        _check_informative(name, values)
+        return
     if col.type in NUMERIC_TYPES:
         if not pd.api.types.is_numeric_dtype(s.dtype) or pd.api.types.is_bool_dtype(s.dtype):
             raise ColumnTypeError(
@@ -525,7 +735,8 @@ def _validate_column(s: pd.Series, col: ColumnSchema) -> None:
                 "(for example by NaN, which bayesynth imputes) before synthesis.",
                 column=name,
             )
-        if col.type == "count" and not (_is_integral(x) and x.min() >= 0):
+        x = x[~np.isin(x, list(col.special_codes))] if col.special_codes else x
+        if col.type == "count" and len(x) and not (_is_integral(x) and x.min() >= 0):
             raise ColumnTypeError(
                 f"Column '{name}' is declared count but holds negative or non-integer values "
                 f"(minimum {x.min()!r}). Declare it continuous.",

@@ -158,6 +158,38 @@ def test_conflicting_declarations(mixed_df):
 
 
 def test_unsupported_dtype(mixed_df):
-    df = mixed_df.assign(when=pd.date_range("2020-01-01", periods=len(mixed_df)))
-    with pytest.raises(errors.ColumnTypeError, match="'when'.*datetime"):
+    df = mixed_df.assign(lag=pd.to_timedelta(np.arange(len(mixed_df)), unit="D"))
+    with pytest.raises(errors.ColumnTypeError, match="'lag'.*timedelta"):
         infer_schema(df)
+
+
+def test_dates_are_ordered_values(mixed_df):
+    df = mixed_df.assign(when=pd.date_range("2020-01-01", periods=len(mixed_df)),
+                         stamp=pd.date_range("2020-01-01", periods=len(mixed_df), freq="37min"))
+    s = infer_schema(df, suggest=False)
+    assert s["when"].type == "continuous" and s["when"].dtype.startswith("datetime64")
+    assert s["when"].integer  # whole days
+    assert not s["stamp"].integer
+    validate_data(df, s)
+
+
+def test_survey_codes_and_discrete_floats():
+    r = np.random.default_rng(1)
+    n = 500
+    df = pd.DataFrame({
+        # a count with the "not applicable" code -8 for most records
+        "nociga": np.where(r.random(n) < 0.7, -8, r.integers(1, 40, n)),
+        # a float column with five distinct values: discrete
+        "score": r.choice([0.5, 1.0, 1.5, 2.0, 2.5], n),
+        # money with two decimals
+        "money": np.round(r.gamma(2, 500, n), 2),
+        # negative values that are not codes (many distinct): a plain continuous column
+        "change": r.normal(size=n),
+    })
+    s = infer_schema(df, suggest=False)
+    assert s["nociga"].type == "count" and s["nociga"].special_codes == (-8,)
+    assert s["nociga"].integer
+    assert s["score"].type == "ordinal"
+    assert s["money"].type == "continuous" and s["money"].decimals == 2
+    assert s["change"].special_codes == () and s["change"].type == "continuous"
+    assert Schema.from_json(s.to_json()) == s

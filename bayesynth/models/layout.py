@@ -56,7 +56,8 @@ import pandas as pd
 from scipy.special import ndtri
 
 from bayesynth.errors import TooManyLevelsError
-from bayesynth.schema import Schema, encode_levels
+from bayesynth.rules import rule_mask
+from bayesynth.schema import Schema, as_numbers, encode_levels
 
 __all__ = [
     "CATEGORICAL_LIKELIHOODS",
@@ -303,11 +304,13 @@ class LatentLayout:
             raise InvalidParameterError(
                 f"continuous must be 'normal_scores' or 'rank'; got {continuous!r}.",
                 column="continuous")
+        df = as_numbers(df)  # dates as days since 1970-01-01
         n = len(df)
         names: list[str] = []
         cats: list[CategoricalBlock] = []
         ords: list[OrderedColumn] = []
         missing_cols: list[OrderedColumn] = []
+        code_blocks: list[tuple] = []
         for name in schema.names:
             col = schema[name]
             s = df[name]
@@ -335,8 +338,11 @@ class LatentLayout:
                         column=name,
                     )
                 codes = codes.astype(np.int64)
+                structural = rule_mask(df, schema.rules, name)
+                if structural.any():  # fixed by a rule: no information about the variable
+                    codes = np.where(structural, -1, codes)
                 if categorical_likelihood == "mnp":
-                    counts = np.bincount(codes, minlength=len(levels))
+                    counts = np.bincount(codes[codes >= 0], minlength=len(levels))
                     ref = int(np.argmax(counts))  # the most frequent level
                     col_levels = [h for h in range(len(levels)) if h != ref]
                 else:
@@ -361,23 +367,56 @@ class LatentLayout:
             else:
                 raw = s.to_numpy(dtype=float, na_value=np.nan)
             miss = np.isnan(raw)
+            structural = rule_mask(df, schema.rules, name)
+            is_code = np.isin(raw, np.asarray(col.special_codes, dtype=float)) \
+                if col.special_codes else np.zeros(n, dtype=bool)
+            unobserved = miss | is_code | structural
             codes = np.full(n, -1, dtype=np.int64)
-            uniq, inv = np.unique(raw[~miss], return_inverse=True)
-            codes[~miss] = inv
+            uniq, inv = np.unique(raw[~unobserved], return_inverse=True)
+            codes[~unobserved] = inv
             names.append(name)
-            n_obs = int((~miss).sum())
+            n_obs = int((~unobserved).sum())
             fixed = (continuous == "normal_scores" and n_obs > 0
                      and len(uniq) >= continuous_share * n_obs and len(uniq) > 2)
             ords.append(
                 OrderedColumn(name=name, latent=len(names) - 1, kind="value", codes=codes,
                               n_groups=len(uniq), fixed=bool(fixed))
             )
+            if col.special_codes:  # value or which code: a categorical variable of its own
+                levels = ["value"] + [str(c) for c in col.special_codes]
+                ccodes = np.zeros(n, dtype=np.int64)
+                for h, c in enumerate(col.special_codes):
+                    ccodes[raw == float(c)] = h + 1
+                ccodes[miss | structural] = -1  # missing or fixed by a rule: no information
+                counts = np.bincount(ccodes[ccodes >= 0], minlength=len(levels))
+                if (counts > 0).sum() >= 2:
+                    keep = np.flatnonzero(counts > 0)
+                    remap = np.full(len(levels), -1)
+                    remap[keep] = np.arange(len(keep))
+                    ccodes = np.where(ccodes >= 0, remap[np.maximum(ccodes, 0)], -1)
+                    levels = [levels[h] for h in keep]
+                    if categorical_likelihood == "mnp":
+                        ref = int(np.argmax(np.bincount(ccodes[ccodes >= 0],
+                                                        minlength=len(levels))))
+                        col_levels = [h for h in range(len(levels)) if h != ref]
+                    else:
+                        ref, col_levels = -1, list(range(len(levels)))
+                    code_blocks.append((f"{name}[code]", tuple(levels), ccodes, ref,
+                                        col_levels))
             if miss.any():
+                mcodes = miss.astype(np.int64)
+                mcodes[structural] = -1
                 missing_cols.append(
                     OrderedColumn(name=name, latent=-1, kind="missing",
-                                  codes=miss.astype(np.int64), n_groups=2)
+                                  codes=mcodes, n_groups=2)
                 )
-        # Missingness indicators go last, after every variable's own columns.
+        # Special-code variables, then missingness indicators, after every variable's columns.
+        for cname, levels, ccodes, ref, col_levels in code_blocks:
+            start = len(names)
+            names.extend(f"{cname}{{{levels[h]}}}" for h in col_levels)
+            cats.append(CategoricalBlock(name=cname, latent=np.arange(start, len(names)),
+                                         levels=levels, codes=ccodes,
+                                         likelihood=categorical_likelihood, reference=ref))
         for mc in missing_cols:
             names.append(f"{mc.name}[missing]")
             ords.append(

@@ -43,13 +43,26 @@ from bayesynth._io import atomic_write_dir
 from bayesynth.errors import NotFittedError, SchemaError
 from bayesynth.models.layout import MISSING_LEVEL, LatentLayout, mnp_levels
 from bayesynth.models.rank_probit_copula import get_layout, rank_probit_copula
+from bayesynth.rules import apply_rules, rule_mask
 from bayesynth.samplers.kernels import draw_eta
 from bayesynth.samplers.sampling import sample as bs_sample
 from bayesynth.samplers.truncnorm import truncnorm
-from bayesynth.schema import ColumnSchema, Schema, encode_levels, infer_schema, validate_data
+from bayesynth.schema import (
+    ColumnSchema,
+    Schema,
+    as_numbers,
+    encode_levels,
+    from_days,
+    infer_schema,
+    is_datetime,
+    validate_data,
+    value_part,
+)
 from bayesynth.synthesis.marginals import (
+    AtomMarginal,
     DiscreteMarginal,
     SmoothMarginal,
+    fit_marginal,
     marginal_from_dict,
 )
 from bayesynth.synthesis.targeted import TARGET_DRAWS, TargetModel, fit_target
@@ -385,7 +398,7 @@ class CopulaSynthesizer:
             ``self``.
         """
         self._check_params()
-        schema = self.schema if self.schema is not None else infer_schema(df)
+        schema = self.schema if self.schema is not None else infer_schema(df, suggest=False)
         validate_data(df, schema)
         targets = [self.targets] if isinstance(self.targets, str) else list(self.targets)
         for t in targets:
@@ -397,9 +410,12 @@ class CopulaSynthesizer:
         copula_cols = [c for c in schema.names if c not in targets]
         if not copula_cols:
             raise SchemaError("Every column is a target; leave at least one in the copula.")
-        cschema = Schema([schema[c] for c in copula_cols])
+        cschema = Schema([schema[c] for c in copula_cols],
+                         [r for r in schema.rules
+                          if {r.column, *(c for c, _ in r.when)} <= set(copula_cols)])
         kw = {"categorical_likelihood": self.categorical_likelihood,
               "continuous": self.continuous, **(self.model_kwargs or {})}
+        df = as_numbers(df)  # dates as days since 1970-01-01 (a copy; the input is kept)
         model = rank_probit_copula(df[copula_cols], cschema, n_factors=self.n_factors, **kw)
         layout = get_layout(model)
         idata = bs_sample(model, draws=self.draws, tune=self.tune, chains=self.chains,
@@ -428,23 +444,29 @@ class CopulaSynthesizer:
         self._blocks = [_Block(b.name, np.asarray(b.latent), tuple(b.levels), b.likelihood,
                                int(b.reference)) for b in layout.categorical]
         self._ordered = [_Ordered(o.name, int(o.latent), o.kind) for o in layout.ordered]
-        self.marginals_: dict[str, DiscreteMarginal | SmoothMarginal] = {}
+        self.marginals_: dict[str, DiscreteMarginal | SmoothMarginal | AtomMarginal] = {}
         for o in layout.ordered:
             col = schema[o.name]
             if o.kind == "missing":
                 self.marginals_[f"{o.name}[missing]"] = DiscreteMarginal.fit(
-                    o.codes.astype(float))
-            elif col.type == "continuous":
-                x = df[o.name].to_numpy(dtype=float, na_value=np.nan)
-                integer = pd.api.types.is_integer_dtype(df[o.name].dtype)
-                self.marginals_[o.name] = SmoothMarginal.fit(x[~np.isnan(x)], integer=integer)
+                    o.codes[o.codes >= 0].astype(float))
             elif col.type in ("binary", "ordinal"):
                 # Over level codes (indices into the schema's levels).
                 full = encode_levels(df[o.name], col)
-                self.marginals_[o.name] = DiscreteMarginal.fit(full[full >= 0])
+                keep = (full >= 0) & ~rule_mask(df, schema.rules, o.name)
+                self.marginals_[o.name] = DiscreteMarginal.fit(
+                    full[keep if keep.any() else full >= 0])
             else:
-                x = df[o.name].to_numpy(dtype=float, na_value=np.nan)
-                self.marginals_[o.name] = DiscreteMarginal.fit(x[~np.isnan(x)])
+                # The value part: not missing, not a special code, not fixed by a rule.
+                x = value_part(df[o.name], col).to_numpy(dtype=float, na_value=np.nan)
+                keep = ~np.isnan(x) & ~rule_mask(df, schema.rules, o.name)
+                if not keep.any():
+                    keep = ~np.isnan(x)
+                if not keep.any():  # only codes: a placeholder the code block always overrides
+                    x, keep = np.array([0.0]), np.array([True])
+                self.marginals_[o.name] = fit_marginal(
+                    x[keep], continuous=True, integer=bool(col.integer) or col.type == "count",
+                    decimals=col.decimals)
         if self._blocks and self.categorical == "empirical":
             codes = np.column_stack([b.codes for b in layout.categorical])
             combos, counts = np.unique(codes, axis=0, return_counts=True)
@@ -534,13 +556,20 @@ class CopulaSynthesizer:
             if col.type in ("binary", "ordinal"):
                 vals = np.array(col.levels, dtype=object)[vals.astype(np.int64)]
             frame[tm.name] = _restore(vals, col)
-        return frame[self.schema_.names]
+        frame = frame[self.schema_.names]
+        if self.schema_.rules:  # the model leaves them out; enforce them exactly
+            frame = apply_rules(frame, self.schema_.rules)
+        return frame
 
     def _decode(self, z: np.ndarray, codes: np.ndarray, sd: np.ndarray) -> pd.DataFrame:
         cols: dict[str, Any] = {}
+        special: dict[str, np.ndarray] = {}
         for b_i, b in enumerate(self._blocks):
             labels = np.array(list(b.levels) + [None], dtype=object)
             vals = labels[codes[:, b_i]]
+            if b.name.endswith("[code]") and b.name[:-6] in self.schema_:
+                special[b.name[:-6]] = vals  # "value" or the text of a special code
+                continue
             vals[np.array([lv == MISSING_LEVEL for lv in b.levels])[codes[:, b_i]]] = None
             cols[b.name] = vals
         missing: dict[str, np.ndarray] = {}
@@ -553,6 +582,10 @@ class CopulaSynthesizer:
             y = self.marginals_[o.name].ppf(u)
             if col.type in ("binary", "ordinal"):
                 y = np.array(col.levels, dtype=object)[y.astype(np.int64)]
+            elif o.name in special:
+                y = np.asarray(y, dtype=float).copy()
+                for c in col.special_codes:
+                    y[special[o.name] == str(c)] = float(c)
             cols[o.name] = y
         out = {}
         for name in [n for n in self.schema_.names if n in cols]:
@@ -682,6 +715,8 @@ def _version() -> str:
 def _restore(values: np.ndarray, col: ColumnSchema) -> pd.Series:
     """Give synthetic values the dtype (and categories) of the source column."""
     dtype = col.dtype or "object"
+    if is_datetime(dtype):
+        return from_days(values, dtype)
     if dtype == "category":
         return pd.Series(pd.Categorical(values, categories=list(col.levels),
                                         ordered=col.ordered))

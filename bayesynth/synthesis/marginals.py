@@ -8,7 +8,13 @@ The copula synthesizer maps latent normals back to the data scale with
 * continuous columns use a Gaussian-kernel-smoothed CDF restricted to the observed range, so
   that synthetic values are not copies of real ones (:class:`SmoothMarginal`). The smoothed CDF is
   tabulated on a grid (uniform over the range, plus the empirical quantiles at 1024 levels) and
-  inverted by linear interpolation; the real values themselves are not stored.
+  inverted by linear interpolation; the real values themselves are not stored. The bandwidth is
+  Silverman's rule (0.9 min(sd, IQR/1.34) n^-1/5) of the smooth part;
+* a continuous column with point masses (a value held by at least 1% of the records: zeros,
+  heaping at round numbers, top codes) gets an :class:`AtomMarginal`: the atoms at their exact
+  values and frequencies, and the smooth CDF of the other values over their own range, so that
+  synthesis never invents values outside the range of the smooth part; integer columns come
+  back rounded, other columns at their number of decimal places.
 """
 
 from __future__ import annotations
@@ -20,7 +26,15 @@ from typing import Any
 import numba
 import numpy as np
 
-__all__ = ["DiscreteMarginal", "SmoothMarginal", "marginal_from_dict", "silverman_bandwidth"]
+__all__ = ["DiscreteMarginal", "SmoothMarginal", "AtomMarginal", "fit_marginal",
+           "marginal_from_dict", "silverman_bandwidth", "ATOM_SHARE"]
+
+#: A value held by at least this share of a continuous column's records is an atom (a point
+#: mass reproduced exactly).
+ATOM_SHARE = 0.01
+#: A numeric column with at most this many distinct values (codes aside) gets its empirical
+#: distribution: only observed values come back.
+DISCRETE_VALUES = 50
 
 GRID_SIZE = 1024
 
@@ -157,9 +171,124 @@ class SmoothMarginal:
         }
 
 
-def marginal_from_dict(d: dict[str, Any]) -> DiscreteMarginal | SmoothMarginal:
+def marginal_from_dict(d: dict[str, Any]) -> DiscreteMarginal | SmoothMarginal | AtomMarginal:
     """Inverse of the marginals' ``to_dict``."""
+    if d["kind"] == "atoms":
+        return AtomMarginal(np.asarray(d["atoms"], float), np.asarray(d["probs"], float),
+                            None if d["smooth"] is None else marginal_from_dict(d["smooth"]),
+                            bool(d["integer"]), d.get("decimals"))
     if d["kind"] == "discrete":
         return DiscreteMarginal(values=np.asarray(d["values"]), cdf=np.asarray(d["cdf"], float))
     return SmoothMarginal(grid=np.asarray(d["grid"], float), cdf=np.asarray(d["cdf"], float),
                           bandwidth=float(d["bandwidth"]), integer=bool(d["integer"]))
+
+
+@dataclass(frozen=True)
+class AtomMarginal:
+    """A mixture of point masses (atoms) and a smoothed continuous part.
+
+    ``F(x) = sum_{a <= x} p_a + (1 - sum p) S(x)``, where S is a :class:`SmoothMarginal` of the
+    values that are not atoms. The quantile function returns an atom exactly when u falls in
+    its jump, and otherwise interpolates the smooth part; it is increasing, as the copula
+    requires.
+
+    Attributes
+    ----------
+    atoms : numpy.ndarray
+        Atom values, increasing.
+    probs : numpy.ndarray
+        Their probabilities.
+    smooth : SmoothMarginal or None
+        The rest (None when everything is an atom).
+    integer : bool
+        Round values of the smooth part to integers.
+    decimals : int or None
+        Round values of the smooth part to this many decimal places.
+    """
+
+    atoms: np.ndarray
+    probs: np.ndarray
+    smooth: SmoothMarginal | None
+    integer: bool = False
+    decimals: int | None = None
+
+    def _table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Breakpoints x, left and right CDF values, and whether each is an atom."""
+        w = 1.0 - float(self.probs.sum())
+        if self.smooth is not None and w > 0:
+            grid, S = self.smooth.grid, self.smooth.cdf
+        else:
+            grid, S = np.zeros(0), np.zeros(0)
+        xs = np.union1d(grid, self.atoms)
+        Sx = np.interp(xs, grid, S, left=0.0, right=1.0) if len(grid) else np.zeros(len(xs))
+        below = np.searchsorted(self.atoms, xs, side="left")  # atoms strictly below
+        cum = np.concatenate([[0.0], np.cumsum(self.probs)])
+        is_atom = np.isin(xs, self.atoms)
+        Fl = cum[below] + w * Sx
+        if len(self.probs):
+            Fr = Fl + np.where(is_atom, self.probs[np.minimum(below, len(self.probs) - 1)], 0.0)
+        else:
+            Fr = Fl.copy()
+        return xs, Fl, Fr, is_atom
+
+    def ppf(self, u: np.ndarray) -> np.ndarray:
+        """Quantile function."""
+        xs, Fl, Fr, is_atom = self._table()
+        u = np.clip(np.asarray(u, dtype=float), 0.0, 1.0)
+        i = np.minimum(np.searchsorted(Fr, u, side="left"), len(xs) - 1)
+        in_jump = is_atom[i] & (u >= Fl[i])
+        prev = np.maximum(i - 1, 0)
+        span = Fl[i] - Fr[prev]
+        t = np.where(span > 0, (u - Fr[prev]) / np.where(span > 0, span, 1.0), 1.0)
+        x = xs[prev] + np.clip(t, 0.0, 1.0) * (xs[i] - xs[prev])
+        if self.integer:
+            x = np.round(x)
+        elif self.decimals is not None:
+            x = np.round(x, self.decimals)
+        return np.where(in_jump | (i == 0), xs[i], x)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "atoms", "atoms": self.atoms.tolist(), "probs": self.probs.tolist(),
+                "smooth": None if self.smooth is None else self.smooth.to_dict(),
+                "integer": self.integer, "decimals": self.decimals}
+
+
+def fit_marginal(x: np.ndarray, *, continuous: bool, integer: bool = False,
+                 decimals: int | None = None, atom_share: float = ATOM_SHARE
+                 ) -> DiscreteMarginal | SmoothMarginal | AtomMarginal:
+    """The marginal of an ordered column's (non-missing, non-code) values.
+
+    A column with at most :data:`DISCRETE_VALUES` distinct values, or any non-continuous
+    column, gets its empirical distribution (only observed values come back). A continuous
+    column gets the kernel-smoothed CDF, with its atoms (values held by at least ``atom_share``
+    of the records) kept as point masses.
+
+    Parameters
+    ----------
+    x : numpy.ndarray
+    continuous : bool
+    integer : bool
+        Values are whole numbers: synthetic ones are rounded.
+    decimals : int, optional
+        Decimal places kept.
+    atom_share : float, default :data:`ATOM_SHARE`
+
+    Returns
+    -------
+    DiscreteMarginal, SmoothMarginal or AtomMarginal
+    """
+    x = np.asarray(x, dtype=float)
+    values, counts = np.unique(x, return_counts=True)
+    if not continuous or len(values) <= DISCRETE_VALUES:
+        return DiscreteMarginal.fit(x)
+    is_atom = counts >= atom_share * len(x)
+    rest = x[~np.isin(x, values[is_atom])]
+    if not is_atom.any():
+        return AtomMarginal(np.zeros(0), np.zeros(0), SmoothMarginal.fit(x, integer=integer),
+                            integer, decimals)
+    smooth = (SmoothMarginal.fit(rest, integer=integer)
+              if len(np.unique(rest)) >= 2 else None)
+    atoms, probs = values[is_atom], counts[is_atom] / len(x)
+    if smooth is None:  # the rest is one or no value: make it an atom too
+        return DiscreteMarginal.fit(x)
+    return AtomMarginal(atoms, probs, smooth, integer, decimals)

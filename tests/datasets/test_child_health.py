@@ -22,7 +22,11 @@ def test_shape_types_and_ranges():
         assert df[col].min() >= lo and df[col].max() <= hi, col
     assert df["m_race"].nunique() == 5 and df["m_educ"].cat.ordered
     lay = bs.models.LatentLayout.from_data(df, schema)
-    assert lay.p_latent == 33
+    # 24 ordered columns, race (5 levels) and education (4 levels) as multinomial-probit
+    # utilities (K - 1 columns each): 24 + 4 + 3
+    assert lay.p_latent == 31
+    rpl = bs.models.LatentLayout.from_data(df, schema, categorical_likelihood="rpl")
+    assert rpl.p_latent == 33  # the paper's K level columns each
     # the scores depend on exposures: deprivation lowers reading scores
     assert df[["read", "ndi_birth"]].corr().iloc[0, 1] < -0.3
 

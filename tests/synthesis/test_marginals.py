@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from bayesynth.synthesis.marginals import (
+    AtomMarginal,
     DiscreteMarginal,
     SmoothMarginal,
+    fit_marginal,
     marginal_from_dict,
     silverman_bandwidth,
 )
@@ -54,3 +56,60 @@ def test_silverman():
     x = np.random.default_rng(0).normal(size=10_000)
     assert abs(silverman_bandwidth(x) - 0.9 * 10_000 ** -0.2) < 0.02
     assert silverman_bandwidth(np.array([1.0, 1.0, 2.0])) > 0
+
+
+def _mixture(rng, n=4000):
+    """Zeros for 30%, heaping at 1000 for 10%, top code 9999 for 2%, a smooth rest."""
+    u = rng.random(n)
+    rest = np.round(rng.gamma(2.0, 400.0, n))
+    return np.where(u < 0.3, 0.0, np.where(u < 0.4, 1000.0, np.where(u < 0.42, 9999.0, rest)))
+
+
+def test_atoms_reproduced_at_their_frequency(rng):
+    x = _mixture(rng)
+    m = fit_marginal(x, continuous=True, integer=True)
+    assert isinstance(m, AtomMarginal)
+    assert {0.0, 1000.0, 9999.0} <= set(m.atoms.tolist())
+    n = 200_000
+    y = m.ppf(rng.random(n))
+    for a in (0.0, 1000.0, 9999.0):
+        p = np.mean(x == a)
+        se = np.sqrt(p * (1 - p) / n)
+        # the synthetic share of an atom is its real share up to Monte Carlo error
+        assert abs(np.mean(y == a) - p) < 5 * se, a
+    assert np.all(y == np.round(y))  # integer column: integers
+    assert y.min() >= x.min() and y.max() <= x.max()
+    # the smooth part: values are not copies of the real non-atom values beyond chance,
+    # and its distribution follows the data
+    from scipy.stats import ks_2samp
+
+    assert ks_2samp(x, y).statistic < 0.03
+
+
+def test_quantile_function_is_monotone_and_inverts_the_jumps(rng):
+    x = _mixture(rng)
+    m = fit_marginal(x, continuous=True, integer=True)
+    u = np.linspace(0, 1, 10_001)
+    y = m.ppf(u)
+    assert np.all(np.diff(y) >= 0)
+    # u inside the zero atom's jump gives exactly 0
+    p0 = np.mean(x == 0)
+    assert np.all(m.ppf(np.array([0.01, p0 / 2, p0 - 1e-9])) == 0)
+
+
+def test_few_distinct_values_stay_discrete(rng):
+    x = rng.choice([0.5, 1.25, 3.0, 7.75, 10.0], 1000)
+    m = fit_marginal(x, continuous=True)
+    assert isinstance(m, DiscreteMarginal)
+    y = m.ppf(rng.random(10_000))
+    assert set(np.unique(y)) == set(np.unique(x))
+
+
+def test_decimals_kept_and_round_trip(rng):
+    x = np.round(rng.gamma(2.0, 1000.0, 2000), 2)
+    m = fit_marginal(x, continuous=True, decimals=2)
+    y = m.ppf(rng.random(5000))
+    assert np.allclose(y, np.round(y, 2), atol=1e-9, rtol=0)
+    back = marginal_from_dict(m.to_dict())
+    u = rng.random(100)
+    assert np.array_equal(back.ppf(u), m.ppf(u))

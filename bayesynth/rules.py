@@ -1,0 +1,250 @@
+"""Logical rules between variables (synthpop's ``rules`` / ``rvalues``).
+
+A :class:`Rule` says that a column takes a fixed value whenever a condition on other columns
+holds, for example "``nociga`` is -8 (not applicable) when ``smoke`` is NO". Rules are stated in
+the schema (``Schema(..., rules=[...])`` or the ``"rules"`` list of its JSON). A synthesizer
+respects them exactly: the records a rule covers carry no information about the column in the
+model (their value is structural), and every synthetic record that meets the condition gets the
+rule's value.
+
+:func:`suggest_rules` finds near-deterministic patterns in a table (a level of one column after
+which another column almost always takes one value); :func:`bayesynth.infer_schema` reports them
+as ``suggested_rules`` without applying them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bayesynth.errors import MissingColumnError, SchemaError, UnknownLevelError
+
+__all__ = ["Rule", "suggest_rules", "apply_rules", "rule_mask", "check_rules"]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, float) and np.isnan(value):
+        return None
+    return value
+
+
+def _is_missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and np.isnan(value))
+
+
+@dataclass(frozen=True)
+class Rule:
+    """``column`` takes ``value`` whenever every condition in ``when`` holds.
+
+    Parameters
+    ----------
+    column : str
+        The column the rule fixes.
+    value : scalar or None
+        Its value under the condition (``None`` for missing).
+    when : tuple of (str, tuple)
+        Conditions ``(other_column, levels)``: the other column's value is one of ``levels``
+        (``None`` in ``levels`` matches a missing value). All must hold.
+
+    Examples
+    --------
+    >>> Rule("nociga", -8, (("smoke", ("NO",)),))
+    Rule(nociga == -8 if smoke in ['NO'])
+    """
+
+    column: str
+    value: Any
+    when: tuple
+
+    def __post_init__(self) -> None:
+        if not self.when:
+            raise SchemaError(f"The rule for '{self.column}' has no condition.",
+                              column=self.column)
+        for col, levels in self.when:
+            if col == self.column:
+                raise SchemaError(f"The rule for '{self.column}' conditions on the column "
+                                  "itself.", column=self.column)
+            if not len(levels):
+                raise SchemaError(f"The rule for '{self.column}' lists no level of '{col}'.",
+                                  column=self.column)
+
+    def __repr__(self) -> str:
+        cond = " and ".join(f"{c} in {list(v)}" for c, v in self.when)
+        return f"Rule({self.column} == {self.value!r} if {cond})"
+
+    def mask(self, df: pd.DataFrame) -> np.ndarray:
+        """Records of ``df`` that meet the condition."""
+        out = np.ones(len(df), dtype=bool)
+        for col, levels in self.when:
+            s = df[col]
+            hit = s.isin([v for v in levels if not _is_missing(v)]).to_numpy()
+            if any(_is_missing(v) for v in levels):
+                hit |= s.isna().to_numpy()
+            out &= hit
+        return out
+
+    def broken(self, df: pd.DataFrame) -> tuple[int, int]:
+        """(records meeting the condition, of which do not have the rule's value)."""
+        m = self.mask(df)
+        s = df.loc[m, self.column]
+        ok = s.isna() if _is_missing(self.value) else (s == self.value)
+        return int(m.sum()), int((~ok.to_numpy()).sum())
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form: ``{"column", "value", "when": {col: [levels]}}``."""
+        return {"column": self.column, "value": _plain(self.value),
+                "when": {c: [_plain(v) for v in levels] for c, levels in self.when}}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Rule:
+        """Inverse of :meth:`to_dict`."""
+        try:
+            when = d["when"]
+            items = when.items() if isinstance(when, Mapping) else when
+            return cls(str(d["column"]), d.get("value"),
+                       tuple((str(c), tuple(v if isinstance(v, list | tuple) else [v]))
+                             for c, v in items))
+        except (KeyError, TypeError, AttributeError):
+            raise SchemaError(f"A rule is {{'column': ..., 'value': ..., 'when': {{column: "
+                              f"[levels]}}}}; got {dict(d)!r}.") from None
+
+
+def check_rules(df: pd.DataFrame, rules: Sequence[Rule], *, max_broken: float = 0.01) -> None:
+    """Check rules against a table: known columns and levels, and not broken by the data.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+    rules : sequence of Rule
+    max_broken : float, default 0.01
+        Largest share of the records meeting a rule's condition that may break it.
+
+    Raises
+    ------
+    bayesynth.errors.MissingColumnError
+        A rule names a column the table lacks.
+    bayesynth.errors.UnknownLevelError
+        A condition names a level that never occurs.
+    bayesynth.errors.SchemaError
+        The data break a rule for more than ``max_broken`` of the records it covers.
+    """
+    for r in rules:
+        for col in [r.column] + [c for c, _ in r.when]:
+            if col not in df.columns:
+                raise MissingColumnError(f"A rule ({r!r}) names column '{col}', which the "
+                                         f"table does not have.", column=col)
+        for col, levels in r.when:
+            present = set(map(_plain, pd.unique(df[col].dropna())))
+            for v in levels:
+                if not _is_missing(v) and _plain(v) not in present:
+                    raise UnknownLevelError(
+                        f"The rule {r!r} names level {v!r} of '{col}', which never occurs "
+                        f"(levels {sorted(map(str, present))[:10]}).", column=col)
+        n, bad = r.broken(df)
+        if n and bad / n > max_broken:
+            raise SchemaError(
+                f"The data break the rule {r!r} for {bad} of the {n} records it covers "
+                f"({bad / n:.1%} > {max_broken:.0%}): the rule would change real patterns. Fix "
+                "the rule (or the data), or raise max_broken.", column=r.column)
+
+
+def rule_mask(df: pd.DataFrame, rules: Sequence[Rule], column: str) -> np.ndarray:
+    """Records whose value of ``column`` is fixed by some rule (structural)."""
+    out = np.zeros(len(df), dtype=bool)
+    for r in rules:
+        if r.column == column:
+            out |= r.mask(df)
+    return out
+
+
+def apply_rules(df: pd.DataFrame, rules: Sequence[Rule]) -> pd.DataFrame:
+    """A copy of ``df`` with every rule enforced, in the order given.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+    rules : sequence of Rule
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
+    out = df.copy()
+    for r in rules:
+        m = r.mask(out)
+        if not m.any():
+            continue
+        col = out[r.column]
+        if _is_missing(r.value):
+            if pd.api.types.is_integer_dtype(col.dtype) and not isinstance(
+                    col.dtype, pd.CategoricalDtype):
+                out[r.column] = col.astype("Int64")
+            out.loc[m, r.column] = None
+        else:
+            out.loc[m, r.column] = r.value
+    return out
+
+
+def suggest_rules(df: pd.DataFrame, *, min_records: int = 20, min_share: float = 0.99,
+                  max_levels: int = 30, max_rules: int = 20) -> list[Rule]:
+    """Near-deterministic patterns worth stating as rules (not applied).
+
+    For every column A with at most ``max_levels`` distinct values and every level a held by at
+    least ``min_records`` records, and every other column B: when one value v of B (a missing
+    value counts) covers at least ``min_share`` of the records with A = a but less than 90% of
+    the other records, the rule "B == v if A == a" is suggested (v must not be B's only value
+    anyway). The strongest ``max_rules`` are returned, most records first.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+    min_records : int, default 20
+    min_share : float, default 0.99
+    max_levels : int, default 30
+    max_rules : int, default 20
+
+    Returns
+    -------
+    list of Rule
+    """
+    found: list[tuple[int, Rule]] = []
+    cols = list(df.columns)
+    keyed = {c: df[c].astype(object).where(df[c].notna(), None) for c in cols}
+    for a in cols:
+        sa = keyed[a]
+        counts = sa.value_counts(dropna=False)
+        if len(counts) > max_levels or len(counts) < 2:
+            continue
+        for level, n_a in counts.items():
+            if n_a < min_records:
+                continue
+            in_a = (sa.isna() if _is_missing(level) else sa == level).to_numpy()
+            for b in cols:
+                if b == a:
+                    continue
+                sb = keyed[b]
+                vc = sb[in_a].value_counts(dropna=False)
+                v, n_v = vc.index[0], int(vc.iloc[0])
+                if n_v / n_a < min_share:
+                    continue
+                rest = sb[~in_a]
+                share_rest = float((rest.isna() if _is_missing(v) else rest == v).mean())
+                if share_rest >= 0.9:
+                    continue
+                found.append((int(n_a), Rule(b, _plain(v), ((a, (_plain(level),)),))))
+    found.sort(key=lambda t: -t[0])
+    seen, out = set(), []
+    for _, r in found:
+        key = (r.column, r.when)
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+        if len(out) >= max_rules:
+            break
+    return out

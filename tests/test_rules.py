@@ -1,0 +1,107 @@
+"""Logical rules between variables: stating, checking, suggesting and enforcing them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bayesynth import errors
+from bayesynth.rules import Rule, apply_rules, check_rules, rule_mask, suggest_rules
+from bayesynth.schema import Schema, infer_schema, validate_data
+
+
+def survey(n: int = 400, seed: int = 0, broken: int = 0) -> pd.DataFrame:
+    """Smokers report a count of cigarettes; non-smokers carry the code -8."""
+    r = np.random.default_rng(seed)
+    smoke = r.choice(["YES", "NO"], n, p=[0.3, 0.7])
+    nociga = np.where(smoke == "YES", r.integers(1, 40, n), -8)
+    if broken:
+        nociga[np.flatnonzero(smoke == "NO")[:broken]] = 5
+    work = r.choice(["YES", "NO"], n)
+    return pd.DataFrame({"smoke": smoke, "nociga": nociga, "work": work,
+                         "age": r.integers(18, 90, n)})
+
+
+NOCIGA = Rule("nociga", -8, (("smoke", ("NO",)),))
+
+
+def test_mask_broken_and_apply():
+    df = survey(broken=3)
+    before = df.copy(deep=True)
+    assert NOCIGA.mask(df).sum() == (df["smoke"] == "NO").sum()
+    n, bad = NOCIGA.broken(df)
+    assert (n, bad) == ((df["smoke"] == "NO").sum(), 3)
+    fixed = apply_rules(df, [NOCIGA])
+    assert NOCIGA.broken(fixed)[1] == 0
+    pd.testing.assert_frame_equal(df, before)  # input untouched
+    # only the covered records change
+    changed = (fixed["nociga"] != df["nociga"]).to_numpy()
+    assert changed.sum() == 3 and np.all(NOCIGA.mask(df)[changed])
+    assert np.array_equal(rule_mask(df, [NOCIGA], "nociga"), NOCIGA.mask(df))
+    assert not rule_mask(df, [NOCIGA], "age").any()
+
+
+def test_missing_value_rules():
+    df = pd.DataFrame({"married": ["no", "yes", "yes", "no"], "year": [np.nan, 1990, 2001, 5]})
+    r = Rule("year", None, (("married", ("no",)),))
+    out = apply_rules(df, [r])
+    assert out["year"].isna().tolist() == [True, False, False, True]
+    assert r.broken(df) == (2, 1)
+
+
+def test_json_round_trip_and_repr():
+    d = NOCIGA.to_dict()
+    assert d == {"column": "nociga", "value": -8, "when": {"smoke": ["NO"]}}
+    assert Rule.from_dict(d) == NOCIGA
+    assert repr(NOCIGA) == "Rule(nociga == -8 if smoke in ['NO'])"
+    with pytest.raises(errors.SchemaError, match="'column'"):
+        Rule.from_dict({"value": 1})
+    with pytest.raises(errors.SchemaError, match="itself"):
+        Rule("a", 1, (("a", (1,)),))
+
+
+def test_suggestions_find_the_pattern_without_applying_it():
+    df = survey(broken=1)
+    s = infer_schema(df)
+    assert NOCIGA in s.suggested_rules
+    assert s.rules == ()  # suggested, not applied
+    assert all(r.column != "age" for r in s.suggested_rules)  # age follows no pattern
+    # a pattern broken by 5% of the records is not suggested at the 99% threshold
+    assert NOCIGA not in suggest_rules(survey(broken=15))
+
+
+def test_schema_rules_in_json(tmp_path):
+    df = survey()
+    s = infer_schema(df).with_rules([NOCIGA])
+    path = tmp_path / "schema.json"
+    s.to_json(path)
+    back = Schema.from_json(path)
+    assert back.rules == (NOCIGA,) and back == s
+
+
+def test_bad_rules_are_clear_errors_naming_the_column():
+    df = survey(broken=40)
+    s = infer_schema(df, suggest=False)
+    with pytest.raises(errors.MissingColumnError, match="'smoker'"):
+        s.with_rules([Rule("nociga", -8, (("smoker", ("NO",)),))])
+    with pytest.raises(errors.UnknownLevelError, match="'smoke'"):
+        s.with_rules([Rule("nociga", -8, (("smoke", ("N",)),))])
+    with pytest.raises(errors.UnknownLevelError, match="'work'"):
+        s.with_rules([Rule("work", "MAYBE", (("smoke", ("NO",)),))])
+    with pytest.raises(errors.SchemaError, match="'age'.*not a number"):
+        s.with_rules([Rule("age", "old", (("smoke", ("NO",)),))])
+    before = df.copy(deep=True)
+    with pytest.raises(errors.SchemaError, match="break the rule.*nociga"):
+        validate_data(df, s.with_rules([NOCIGA]))  # 40 of ~280 non-smokers break it
+    pd.testing.assert_frame_equal(df, before)
+    validate_data(df, s.with_rules([NOCIGA]), rule_max_broken=0.2)  # a stated share
+    with pytest.raises(errors.UnknownLevelError, match="'smoke'"):
+        check_rules(df, [Rule("nociga", -8, (("smoke", ("MAYBE",)),))])
+
+
+def test_special_code_on_a_categorical_column_is_refused():
+    from bayesynth.schema import ColumnSchema
+
+    with pytest.raises(errors.SchemaError, match="'smoke'.*special codes"):
+        ColumnSchema("smoke", "categorical", levels=("NO", "YES"), special_codes=(-8,))
