@@ -31,12 +31,17 @@ from bayesynth.evaluation.regression import (
 )
 from bayesynth.evaluation.report import report
 from bayesynth.evaluation.risk import (
+    AttributeInference,
     DistanceToClosestRecord,
     IdentificationRisk,
+    SinglingOut,
+    attribute_inference_risk,
     distance_to_closest_record,
     identification_risk,
     identification_risk_sweep,
     outlier_attribute_disclosure,
+    singling_out_risk,
+    synthetic_kind,
 )
 from bayesynth.evaluation.utility import (
     PropensityResult,
@@ -45,6 +50,7 @@ from bayesynth.evaluation.utility import (
     ks_distance,
     marginal_fidelity,
     marginal_utility,
+    propensity_auc,
     propensity_score_utility,
     tv_distance,
 )
@@ -77,6 +83,12 @@ __all__ = [
     "outlier_attribute_disclosure",
     "distance_to_closest_record",
     "DistanceToClosestRecord",
+    "attribute_inference_risk",
+    "AttributeInference",
+    "singling_out_risk",
+    "SinglingOut",
+    "synthetic_kind",
+    "propensity_auc",
     "report",
     "tau_metrics",
     "within_p_shares",

@@ -23,20 +23,28 @@ from bayesynth._io import atomic_write_text
 from bayesynth.evaluation import plots
 from bayesynth.evaluation.regression import regression_inference
 from bayesynth.evaluation.risk import (
+    attribute_inference_risk,
+    distance_to_closest_record,
     identification_risk,
     identification_risk_sweep,
     outlier_attribute_disclosure,
+    singling_out_risk,
+    synthetic_kind,
 )
 from bayesynth.evaluation.utility import (
     crosstab_comparison,
     marginal_utility,
     numeric_columns,
+    propensity_auc,
     propensity_score_utility,
 )
 
-__all__ = ["report"]
+__all__ = ["report", "KINDS"]
 
 MAX_CROSSTABS = 3
+KINDS = ("auto", "fully", "partially")
+#: Keys of the attribute-inference attack when ``known`` is not given: this many columns.
+DEFAULT_KEYS = 4
 
 
 def _png(fig) -> str:
@@ -84,17 +92,33 @@ def report(
     title: str = "bayesynth: utility and disclosure risk",
     random_state: int | None = 0,
     ledger=None,
+    kind: str = "auto",
+    holdout: pd.DataFrame | None = None,
 ) -> dict[str, Any]:
     """Evaluate synthetic data against the real data and write an HTML report and its JSON.
 
-    Sections (each when its inputs are given): marginals (max/avg ECDF, quantiles, total
-    variation; overlays), cross-tabulations of up to three pairs of categorical columns (heat
-    maps), propensity-score utility (pMSE, S_pMSE per dataset), regression inference (CIO,
-    standardised squared error; coefficient plot), identification risk (at ``radius`` and swept
-    over ``radii``; needs ``known`` and/or ``synthesised``), attribute disclosure at outliers of
-    ``public`` for ``sensitive``, and the risk-utility scatter with the 2D boxplot when there are
-    several synthetic datasets. With a privacy ledger, the report opens with what was released
-    under differential privacy, at what cost, and under which guarantee.
+    The report opens with an at-a-glance summary (how distinguishable the synthetic records
+    are, how well a regression survives, how risky the release is), then the sections, each
+    when its inputs are given: marginals (max/avg ECDF, quantiles, total variation; overlays),
+    cross-tabulations of up to three pairs of categorical columns (heat maps),
+    propensity-score utility (logistic pMSE and S_pMSE, and the out-of-fold AUC of a
+    gradient-boosting classifier), regression inference (CIO, standardised squared error;
+    coefficient plot), and disclosure risk measured the way the kind of release calls for:
+
+    * **fully synthetic** data (new records; no row corresponds to a real person): exact copies
+      of training records; with a ``holdout`` of real records the synthesizer did not see, the
+      distance to closest record relative to the hold-out's (DCR ratio) and the singling-out
+      risk; with ``sensitive``, the correct attribution probability of the sensitive column
+      given ``known`` keys (against its marginal baseline and, with a hold-out, against
+      people outside the training data);
+    * **partially synthetic** data (the real records with some columns replaced): the
+      identification risk of row-by-row matching (at ``radius`` and swept over ``radii``;
+      needs ``known`` and/or ``synthesised``) and attribute disclosure at outliers of
+      ``public`` for ``sensitive``.
+
+    With several synthetic datasets a risk-utility scatter with the 2D boxplot follows. With a
+    privacy ledger, the report opens with what was released under differential privacy, at
+    what cost, and under which guarantee.
 
     Parameters
     ----------
@@ -118,6 +142,13 @@ def report(
     ledger : bayesynth.privacy.Ledger or path-like, optional
         The privacy ledger of the release (or its JSON file, as written by
         :meth:`~bayesynth.privacy.Ledger.to_json`).
+    kind : {"auto", "fully", "partially"}, default "auto"
+        Fully or partially synthetic data; ``"auto"`` infers it
+        (:func:`~bayesynth.evaluation.synthetic_kind`).
+    holdout : pandas.DataFrame, optional
+        Real records from the same population that the synthesizer did not see (for example a
+        random 20% kept aside before fitting). Needed for the DCR ratio and the singling-out
+        risk of fully synthetic data.
 
     Returns
     -------
@@ -130,12 +161,26 @@ def report(
     missing = [c for c in real.columns if any(c not in s.columns for s in syns)]
     if missing:
         raise KeyError(f"Synthetic data lack column(s) {missing} of the real data.")
+    from bayesynth.schema import as_numbers
+
+    real, syns = as_numbers(real), [as_numbers(s) for s in syns]  # dates as days
+    holdout = None if holdout is None else as_numbers(holdout)
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}; got {kind!r}.")
+    if holdout is not None:
+        absent = [c for c in real.columns if c not in holdout.columns]
+        if absent:
+            raise KeyError(f"The hold-out data lack column(s) {absent} of the real data.")
     output = Path(output)
     m = len(syns)
+    if kind == "auto":
+        kinds = {synthetic_kind(real, s) for s in syns}
+        kind = "partially" if kinds == {"partially"} else "fully"
     num = numeric_columns(real, schema)
     cat = [c for c in real.columns if c not in num]
     results: dict[str, Any] = {"n_real": len(real), "n_synthetic": [len(s) for s in syns],
-                               "m": m, "columns": list(real.columns)}
+                               "m": m, "columns": list(real.columns), "kind": kind,
+                               "n_holdout": None if holdout is None else len(holdout)}
     sections: list[str] = []
 
     # Privacy ledger
@@ -180,12 +225,16 @@ def report(
     prop = [propensity_score_utility(real, s, schema=schema, random_state=random_state)
             for s in syns]
     prop_df = pd.DataFrame([p._asdict() for p in prop])
+    prop_df["auc_gbm"] = [propensity_auc(real, s, schema=schema, random_seed=random_state)
+                          for s in syns]
     prop_df.index.name = "dataset"
     results["propensity"] = prop_df
     sections.append(_section(
         "Propensity-score utility",
         "Logistic regression on main effects; pMSE = mean (p - c)^2; S_pMSE = pMSE / its null "
-        "expectation (about 1 when real and synthetic are indistinguishable).",
+        "expectation (about 1 when real and synthetic are indistinguishable). auc_gbm: "
+        "out-of-fold AUC of a gradient-boosting classifier (0.5: indistinguishable, 1: every "
+        "record told apart).",
         [_table_html(prop_df)], []))
 
     # Regression
@@ -202,7 +251,39 @@ def report(
             "(b_real - b_syn)^2 / sd_real^2.",
             [_table_html(comp.summary)], [_png(plots.plot_coefficients(comp))]))
 
-    # Identification risk
+    risk_values = None
+    if kind == "partially":
+        risk_values = _partially_synthetic_risk(real, syns, results, sections, schema=schema,
+                                                known=known, synthesised=synthesised,
+                                                sensitive=sensitive, public=public,
+                                                radius=radius, radii=radii)
+    else:
+        risk_values = _fully_synthetic_risk(real, syns, results, sections, schema=schema,
+                                            known=known, sensitive=sensitive, holdout=holdout,
+                                            random_state=random_state)
+
+    # Risk-utility
+    if risk_values is not None:
+        fig = plots.plot_risk_utility(prop_df["pmse"].to_numpy(), risk_values)
+        sections.append(_section(
+            "Risk and utility",
+            "One point per synthetic dataset" + (
+                "; the rectangle spans the quartiles on both axes and the whiskers run from the "
+                "medians to the minima and maxima (Hornby & Hu's 2D boxplot)." if m > 1 else "."),
+            [], [_png(fig)]))
+
+    results["at_a_glance"] = _at_a_glance(results)
+    sections.insert(1 if ledger is not None else 0, _glance_html(results["at_a_glance"]))
+    page = _page(title, results, sections)
+    atomic_write_text(output, page)
+    payload = json.dumps(_jsonable(results), indent=1)
+    atomic_write_text(output.with_suffix(".json"), payload + "\n")
+    return json.loads(payload)
+
+
+def _partially_synthetic_risk(real, syns, results, sections, *, schema, known, synthesised,
+                              sensitive, public, radius, radii):
+    """Identification risk by row-by-row matching and attribute disclosure at outliers."""
     risk_values = None
     if known or synthesised:
         ir = identification_risk(real, syns, known=known, synthesized=synthesised,
@@ -218,15 +299,13 @@ def report(
             "risk_at_best_radius": float(sweep.loc[sweep["radius"] == best, "risk"].mean()),
         }
         sections.append(_section(
-            "Identification risk",
+            "Identification risk (partially synthetic data)",
             f"Known: {', '.join(known) or '-'}; synthesised: {', '.join(synthesised) or '-'}; "
             f"radius {100 * radius:g}% of the real value. File-level risk = sum of T_i/c_i "
             f"(Hornby & Hu 2021). The radius maximising the mean risk is {100 * best:g}% "
             f"(risk {results['identification_risk']['risk_at_best_radius']:.4g}).",
             [_table_html(ir.per_dataset), _table_html(ir.summary)],
             [_png(plots.plot_risk_by_radius(sweep, best))]))
-
-    # Attribute disclosure
     if sensitive and public:
         ad = [outlier_attribute_disclosure(real, s, public=public, sensitive=sensitive)
               for s in syns]
@@ -240,22 +319,136 @@ def report(
             f"of public <b>{html.escape(public)}</b> (Feldman & Kowal 2022, section 6.4): R^2 "
             "(numeric) or accuracy (categorical); near 0, or near the base rate, is safe.",
             [_table_html(ad_df)], []))
+    return risk_values
 
-    # Risk-utility
-    if risk_values is not None:
-        fig = plots.plot_risk_utility(prop_df["pmse"].to_numpy(), risk_values)
+
+def _fully_synthetic_risk(real, syns, results, sections, *, schema, known, sensitive, holdout,
+                          random_state):
+    """Exact copies, DCR against a hold-out, singling out and attribute inference."""
+    cols = list(real.columns)
+    rows = []
+    for s in syns:
+        row: dict[str, Any] = {}
+        if holdout is not None:
+            d = distance_to_closest_record(real, s[cols], holdout[cols], schema=schema)
+            so = singling_out_risk(real, s[cols], holdout[cols], schema=schema,
+                                   random_seed=random_state)
+            row.update(exact_copy_share=d.exact_copy_share, dcr_ratio=d.ratio,
+                       median_dcr=float(np.median(d.to_train)),
+                       median_dcr_holdout=float(np.median(d.holdout_to_train)),
+                       singling_out_rate=so.rate_train, singling_out_control=so.rate_control,
+                       singling_out_risk=so.risk)
+        else:
+            keys = lambda df: pd.MultiIndex.from_frame(  # noqa: E731
+                df[cols].astype(object).where(df[cols].notna(), "<NA>").astype(str))
+            row["exact_copy_share"] = float(keys(s).isin(keys(real)).mean())
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    df.index.name = "dataset"
+    results["fully_synthetic_risk"] = {"per_dataset": df, "holdout": holdout is not None}
+    text = ("Fully synthetic data: no synthetic row corresponds to a real person, so row-by-row "
+            "matching (identification risk) does not apply. exact_copy_share: synthetic records "
+            "equal to a training record on every column.")
+    if holdout is not None:
+        text += (" dcr_ratio: median distance from a synthetic record to its closest training "
+                 "record over the same median for the hold-out records (at least 1: synthetic "
+                 "records are no closer to the training data than new real records are). "
+                 "singling_out_risk: predicates read off synthetic records that isolate exactly "
+                 "one training record, beyond the rate for hold-out records (0: none).")
+    else:
+        text += (" Pass a hold-out sample of real records the synthesizer did not see "
+                 "(<code>holdout=</code>, <code>bayesynth evaluate --holdout</code>) for the "
+                 "DCR ratio and the singling-out risk.")
+    sections.append(_section("Disclosure risk (fully synthetic data)", text, [_table_html(df)],
+                             []))
+    if sensitive:
+        keys = list(known) or [c for c in cols if c != sensitive][:DEFAULT_KEYS]
+        ai = [attribute_inference_risk(real, s, keys=keys, sensitive=sensitive,
+                                       holdout=holdout, schema=schema) for s in syns]
+        ai_df = pd.DataFrame([{"cap": a.cap, "coverage": a.coverage, "baseline": a.baseline,
+                               "holdout_cap": a.holdout_cap} for a in ai])
+        ai_df.index.name = "dataset"
+        results["attribute_inference"] = {"keys": keys, "sensitive": sensitive,
+                                          "per_dataset": ai_df}
         sections.append(_section(
-            "Risk and utility",
-            "One point per synthetic dataset" + (
-                "; the rectangle spans the quartiles on both axes and the whiskers run from the "
-                "medians to the minima and maxima (Hornby & Hu's 2D boxplot)." if m > 1 else "."),
-            [], [_png(fig)]))
+            "Attribute inference",
+            f"An intruder who knows <b>{html.escape(', '.join(keys))}</b> of a real person "
+            f"guesses <b>{html.escape(sensitive)}</b> from the synthetic records with the same "
+            "keys. cap: correct attribution probability over training records with a match "
+            "(Taub et al. 2018); baseline: guessing from the marginal distribution; holdout_cap: "
+            "the same for real people outside the training data (what the data teach about "
+            "anyone). Numeric columns are cut into quintiles.",
+            [_table_html(ai_df)], []))
+    if holdout is not None:
+        return df["singling_out_risk"].to_numpy()
+    return None
 
-    page = _page(title, results, sections)
-    atomic_write_text(output, page)
-    payload = json.dumps(_jsonable(results), indent=1)
-    atomic_write_text(output.with_suffix(".json"), payload + "\n")
-    return json.loads(payload)
+
+def _at_a_glance(results: dict) -> list[dict[str, Any]]:
+    """A few numbers, with a sentence each."""
+    out = []
+    auc = float(np.mean(results["propensity"]["auc_gbm"]))
+    spmse = float(np.mean(results["propensity"]["s_pmse"]))
+    verdict = ("hardly better than chance" if auc < 0.6 else
+               "somewhat better than chance" if auc < 0.75 else "easily")
+    out.append({"aspect": "distinguishability", "value": auc, "measure": "propensity AUC",
+                "sentence": f"A gradient-boosting classifier tells synthetic from real records "
+                            f"{verdict} (out-of-fold AUC {auc:.2f}; 0.5 = indistinguishable); "
+                            f"logistic S_pMSE {spmse:.1f} (about 1 = indistinguishable)."})
+    if "regression" in results:
+        cio = float(results["regression"]["summary"]["mean_cio"].mean()) \
+            if "mean_cio" in results["regression"]["summary"] else float("nan")
+        out.append({"aspect": "inference", "value": cio, "measure": "mean CIO",
+                    "sentence": f"Confidence intervals of the regression overlap the real "
+                                f"ones by {cio:.2f} on average (1 = identical, 0.5 = half, "
+                                "below 0 = disjoint)."})
+    else:
+        out.append({"aspect": "inference", "value": None, "measure": "mean CIO",
+                    "sentence": "No regression was given (pass regression=, or --regression "
+                                "on the command line) to see how analyses survive."})
+    if results["kind"] == "fully":
+        fr = results["fully_synthetic_risk"]["per_dataset"]
+        copies = float(fr["exact_copy_share"].mean())
+        sent = f"{copies:.1%} of the synthetic records are exact copies of training records"
+        value, measure = copies, "exact-copy share"
+        if "dcr_ratio" in fr:
+            ratio = float(fr["dcr_ratio"].mean())
+            so = float(fr["singling_out_risk"].mean())
+            sent += (f"; synthetic records are {'no closer' if ratio >= 1 else 'closer'} to "
+                     f"the training records than new real records are (DCR ratio {ratio:.2f})"
+                     f"; singling-out risk {so:.2f} (0 = no more than for outsiders)")
+            value, measure = ratio, "DCR ratio"
+        else:
+            sent += "; give a hold-out sample for the DCR ratio and singling-out risk"
+        if "attribute_inference" in results:
+            ai = results["attribute_inference"]["per_dataset"]
+            sent += (f"; correct attribution of {results['attribute_inference']['sensitive']}: "
+                     f"{float(ai['cap'].mean()):.2f} against {float(ai['baseline'].mean()):.2f} "
+                     "from its marginal alone")
+        out.append({"aspect": "risk", "value": value, "measure": measure,
+                    "sentence": sent + "."})
+    elif "identification_risk" in results:
+        ir = results["identification_risk"]
+        r = float(np.mean(ir["per_dataset"]["risk"]))
+        out.append({"aspect": "risk", "value": r, "measure": "identification risk",
+                    "sentence": f"Matching real records row by row identifies {r:.4g} records "
+                                f"in expectation at radius {100 * ir['radius']:g}% (partially "
+                                "synthetic data)."})
+    else:
+        out.append({"aspect": "risk", "value": None, "measure": "identification risk",
+                    "sentence": "Partially synthetic data: name the known and synthesised "
+                                "variables to measure the identification risk."})
+    return out
+
+
+def _glance_html(items: list[dict[str, Any]]) -> str:
+    rows = []
+    for i in items:
+        value = "" if i["value"] is None else f"{i['value']:.3g}"
+        rows.append(f"<tr><th>{html.escape(i['aspect'])}</th><td>{value}</td>"
+                    f"<td>{html.escape(i['measure'])}</td><td style='text-align:left'>"
+                    f"{html.escape(i['sentence'])}</td></tr>")
+    return f"<section><h2>At a glance</h2><table class='t glance'>{''.join(rows)}</table></section>"
 
 
 def _section(title: str, text: str, tables: list[str], images: list[str]) -> str:

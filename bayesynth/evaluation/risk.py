@@ -25,6 +25,11 @@ __all__ = [
     "outlier_attribute_disclosure",
     "DistanceToClosestRecord",
     "distance_to_closest_record",
+    "AttributeInference",
+    "attribute_inference_risk",
+    "SinglingOut",
+    "singling_out_risk",
+    "synthetic_kind",
 ]
 
 
@@ -305,27 +310,76 @@ def outlier_attribute_disclosure(
     return {"statistic": acc, "kind": "accuracy", "n_pairs": n, "base_rate": base}
 
 
+def _mixed_encoder(train: pd.DataFrame, cols: Sequence[str], num: set):
+    """Encode records for nearest-neighbour distances, scaled on the training data.
+
+    Numeric columns: standardised by the training standard deviation, missing values at the
+    training median plus a 0/1 missing indicator. Other columns: one-hot (missing a level of
+    its own) scaled by 1/sqrt(2), so one mismatch adds one unit of squared distance.
+    """
+    stats = {}
+    for c in cols:
+        if c in num:
+            ref = pd.to_numeric(train[c], errors="coerce").astype(float)
+            stats[c] = (ref.mean(), ref.std() or 1.0, ref.median())
+        else:
+            stats[c] = pd.Index(train[c].astype(object).fillna("<NA>").astype(str).unique())
+
+    def encode(df: pd.DataFrame) -> np.ndarray:
+        parts = []
+        for c in cols:
+            if c in num:
+                mean, sd, med = stats[c]
+                x = pd.to_numeric(df[c], errors="coerce").astype(float)
+                parts.append(((x.fillna(med) - mean) / sd).to_numpy()[:, None])
+                parts.append(x.isna().to_numpy(float)[:, None])
+            else:
+                v = df[c].astype(object).fillna("<NA>").astype(str).to_numpy()
+                onehot = (v[:, None] == stats[c].to_numpy()[None, :]).astype(float)
+                parts.append(onehot / np.sqrt(2.0))
+        return np.hstack(parts)
+
+    return encode
+
+
+def _record_keys(df: pd.DataFrame, cols: Sequence[str]) -> pd.MultiIndex:
+    return pd.MultiIndex.from_frame(df[list(cols)].astype(object).where(df[list(cols)].notna(),
+                                                                        "<NA>").astype(str))
+
+
 @dataclass
 class DistanceToClosestRecord:
-    """Distances from each synthetic record to the nearest training and hold-out records.
+    """Distances from synthetic records to the training data, against a hold-out sample.
 
     Attributes
     ----------
     to_train, to_holdout : numpy.ndarray
-        Nearest-neighbour distances (standardised numeric columns; one unit per categorical
-        mismatch).
+        Nearest-neighbour distance of each synthetic record to the training records and to the
+        hold-out records (standardised numeric columns; one unit per categorical mismatch).
     share_closer_to_train : float
         Share of synthetic records strictly closer to the training data than to the hold-out
         data; about n_train / (n_train + n_holdout) when the synthesizer does not memorise
         (0.5 for equal sizes), larger when it copies training records.
     n_identical : int
         Synthetic records equal to some training record on every column.
+    holdout_to_train : numpy.ndarray
+        Distance of each hold-out record to its nearest training record: how close *new* real
+        records come to the training data.
+    ratio : float
+        ``median(to_train) / median(holdout_to_train)``, the DCR ratio: at least 1 when synthetic
+        records are no closer to the training records than new real records are; below 1 when
+        the synthesizer reproduces training records.
+    exact_copy_share : float
+        ``n_identical`` over the number of synthetic records.
     """
 
     to_train: np.ndarray
     to_holdout: np.ndarray
     share_closer_to_train: float
     n_identical: int
+    holdout_to_train: np.ndarray | None = None
+    ratio: float = float("nan")
+    exact_copy_share: float = float("nan")
 
 
 def distance_to_closest_record(
@@ -336,12 +390,14 @@ def distance_to_closest_record(
     columns: Sequence[str] | None = None,
     schema=None,
 ) -> DistanceToClosestRecord:
-    """Distance to closest record against a hold-out sample.
+    """Distance to closest record (DCR), relative to a hold-out sample of real records.
 
     Numeric columns are standardised by the training data's standard deviation (missing values
     set to the training median, with a 0/1 missing indicator); categorical columns are one-hot
     coded and scaled by 1/sqrt(2), so a mismatch adds one unit of squared distance. Euclidean
-    nearest neighbours (scikit-learn k-d trees).
+    nearest neighbours (scikit-learn). The hold-out records must be real records of the same
+    population that the synthesizer did not see; their distances to the training data are the
+    yardstick (:attr:`DistanceToClosestRecord.ratio`).
 
     Parameters
     ----------
@@ -350,6 +406,10 @@ def distance_to_closest_record(
     synthetic : pandas.DataFrame
     holdout : pandas.DataFrame
         Real records from the same population that the synthesizer did not see.
+    columns : sequence of str, optional
+        Columns compared (default: all of ``train``).
+    schema : bayesynth.Schema, optional
+        Says which columns are numeric.
 
     Returns
     -------
@@ -361,26 +421,285 @@ def distance_to_closest_record(
 
     cols = list(train.columns if columns is None else columns)
     num = set(numeric_columns(train[cols], schema))
+    encode = _mixed_encoder(train, cols, num)
+    Xt, Xs, Xh = encode(train), encode(synthetic), encode(holdout)
+    nn_train = NearestNeighbors(n_neighbors=1).fit(Xt)
+    d_train = nn_train.kneighbors(Xs)[0][:, 0]
+    d_hold = NearestNeighbors(n_neighbors=1).fit(Xh).kneighbors(Xs)[0][:, 0]
+    h_train = nn_train.kneighbors(Xh)[0][:, 0]
+    n_ident = int(_record_keys(synthetic, cols).isin(_record_keys(train, cols)).sum())
+    med_h = float(np.median(h_train))
+    ratio = float(np.median(d_train) / med_h) if med_h > 0 else (
+        float("inf") if np.median(d_train) > 0 else 1.0)
+    return DistanceToClosestRecord(d_train, d_hold, float(np.mean(d_train < d_hold)), n_ident,
+                                   h_train, ratio, n_ident / max(len(synthetic), 1))
 
-    def encode(df: pd.DataFrame) -> np.ndarray:
-        parts = []
+
+def _binned(train: pd.DataFrame, frames: Sequence[pd.DataFrame], cols: Sequence[str],
+            num: set, n_bins: int) -> list[pd.DataFrame]:
+    """Numeric columns cut at the training quantiles (``n_bins`` bins); others as text."""
+    out = [pd.DataFrame(index=f.index) for f in frames]
+    for c in cols:
+        if c in num:
+            ref = pd.to_numeric(train[c], errors="coerce").dropna().to_numpy(float)
+            edges = np.unique(np.quantile(ref, np.linspace(0, 1, n_bins + 1)[1:-1])) \
+                if len(ref) else np.zeros(0)
+            for o, f in zip(out, frames):
+                x = pd.to_numeric(f[c], errors="coerce").to_numpy(float)
+                b = np.searchsorted(edges, x, side="right").astype(object)
+                b[np.isnan(x)] = "<NA>"
+                o[c] = b.astype(str)
+        else:
+            for o, f in zip(out, frames):
+                o[c] = f[c].astype(object).where(f[c].notna(), "<NA>").astype(str)
+    return out
+
+
+@dataclass
+class AttributeInference:
+    """Correct attribution probability of a sensitive column (Taub et al. 2018).
+
+    Attributes
+    ----------
+    cap : float
+        Mean, over the training records with at least one synthetic record of the same key, of
+        the share of those synthetic records that carry the record's sensitive value (the
+        intruder guesses the sensitive value from synthetic records that match on the key).
+    coverage : float
+        Share of training records with a matching synthetic record.
+    baseline : float
+        The same score when the intruder guesses from the sensitive column's marginal
+        distribution alone: mean over training records of the real share of their value.
+    holdout_cap : float
+        ``cap`` computed for hold-out records (real people not in the training data), NaN
+        without a hold-out. What the synthetic data teach about *anyone* with a given key;
+        ``cap`` well above it points at the training records themselves.
+    keys : list of str
+    sensitive : str
+    """
+
+    cap: float
+    coverage: float
+    baseline: float
+    holdout_cap: float
+    keys: list
+    sensitive: str
+
+
+def _cap(records: pd.DataFrame, syn: pd.DataFrame, keys: list, target: str) -> tuple[float, float]:
+    rk = records[keys].astype(str).agg("|".join, axis=1) if keys else pd.Series("", records.index)
+    sk = syn[keys].astype(str).agg("|".join, axis=1) if keys else pd.Series("", syn.index)
+    table = pd.crosstab(sk, syn[target])
+    shares = table.div(table.sum(axis=1), axis=0)
+    stacked = shares.stack()
+    pairs = pd.MultiIndex.from_arrays([rk.to_numpy(), records[target].to_numpy()])
+    got = stacked.reindex(pairs).to_numpy(dtype=float)
+    matched = rk.isin(shares.index).to_numpy()
+    got = np.where(matched, np.nan_to_num(got, nan=0.0), np.nan)
+    return (float(np.nanmean(got)) if matched.any() else float("nan"), float(matched.mean()))
+
+
+def attribute_inference_risk(
+    train: pd.DataFrame,
+    synthetic: pd.DataFrame,
+    *,
+    keys: Sequence[str],
+    sensitive: str,
+    holdout: pd.DataFrame | None = None,
+    schema=None,
+    n_bins: int = 5,
+) -> AttributeInference:
+    """Attribute-inference risk of fully synthetic data: the correct attribution probability.
+
+    The intruder knows a real person's ``keys`` (quasi-identifiers) and guesses the
+    ``sensitive`` value from the synthetic records with the same keys, choosing each value with
+    its share among them. CAP is the mean probability of a correct guess over the training
+    records that have a match (Taub, Elliot, Pampaka and Smith 2018, "differential correct
+    attribution probability"). Numeric keys and a numeric sensitive column are cut at the
+    training data's quantiles into ``n_bins`` bins (an intruder guesses a range, not a value).
+
+    Parameters
+    ----------
+    train : pandas.DataFrame
+        The real records the synthesizer was fitted to.
+    synthetic : pandas.DataFrame
+    keys : sequence of str
+        What the intruder knows.
+    sensitive : str
+        What the intruder wants to learn.
+    holdout : pandas.DataFrame, optional
+        Real records not used for synthesis; gives :attr:`AttributeInference.holdout_cap`.
+    schema : bayesynth.Schema, optional
+    n_bins : int, default 5
+
+    Returns
+    -------
+    AttributeInference
+    """
+    from bayesynth.evaluation.utility import numeric_columns
+
+    keys = list(keys)
+    for c in keys + [sensitive]:
+        if c not in train.columns or c not in synthetic.columns:
+            raise KeyError(f"Column '{c}' is not in both the real and the synthetic data.")
+    if sensitive in keys:
+        raise ValueError(f"The sensitive column '{sensitive}' is also a key.")
+    cols = keys + [sensitive]
+    num = set(numeric_columns(train[cols], schema))
+    frames = [train, synthetic] + ([holdout] if holdout is not None else [])
+    binned = _binned(train, frames, cols, num, n_bins)
+    cap, coverage = _cap(binned[0], binned[1], keys, sensitive)
+    base = binned[0][sensitive].map(binned[0][sensitive].value_counts(normalize=True))
+    hold = _cap(binned[2], binned[1], keys, sensitive)[0] if holdout is not None \
+        else float("nan")
+    return AttributeInference(cap, coverage, float(base.mean()), hold, keys, sensitive)
+
+
+@dataclass
+class SinglingOut:
+    """Singling-out risk of fully synthetic data (in the spirit of Giomi et al. 2023).
+
+    Attributes
+    ----------
+    rate_train : float
+        Share of the predicates (each read off one synthetic record, and true of exactly one
+        synthetic record) that are true of exactly one training record.
+    rate_control : float
+        The same share on hold-out records (the rate expected by chance for people who are not
+        in the training data).
+    risk : float
+        ``(rate_train - rate_control) / (1 - rate_control)``, floored at 0: how much more often
+        the synthetic data single out training records than people the synthesizer never saw.
+    n_attacks : int
+        Predicates tried.
+    n_records : int
+        Training and hold-out records compared (the larger set is subsampled to the smaller).
+    """
+
+    rate_train: float
+    rate_control: float
+    risk: float
+    n_attacks: int
+    n_records: int
+
+
+def singling_out_risk(
+    train: pd.DataFrame,
+    synthetic: pd.DataFrame,
+    holdout: pd.DataFrame,
+    *,
+    n_attacks: int = 1000,
+    n_columns: int = 3,
+    columns: Sequence[str] | None = None,
+    schema=None,
+    random_seed: int | np.random.Generator | None = None,
+) -> SinglingOut:
+    """Singling-out risk: predicates read off synthetic records that isolate a real person.
+
+    Each attack picks a synthetic record and ``n_columns`` random columns and forms the
+    predicate "equal on every categorical column; on a numeric column at most the record's
+    value when it is below the training median, else at least it" (so predicates built at the
+    tails isolate few people, as an intruder would aim). A predicate counts when it is true of
+    exactly one synthetic record. The score is the share of counted predicates that are true of
+    exactly one training record, set against the same share on hold-out records; training and
+    hold-out are compared at equal size. Attacks run until ``n_attacks`` predicates count or
+    ``20 n_attacks`` were tried.
+
+    Parameters
+    ----------
+    train : pandas.DataFrame
+    synthetic : pandas.DataFrame
+    holdout : pandas.DataFrame
+        Real records the synthesizer did not see.
+    n_attacks : int, default 1000
+    n_columns : int, default 3
+    columns : sequence of str, optional
+    schema : bayesynth.Schema, optional
+    random_seed : int or numpy.random.Generator, optional
+
+    Returns
+    -------
+    SinglingOut
+    """
+    from bayesynth.evaluation.utility import numeric_columns
+
+    rng = np.random.default_rng(random_seed)
+    cols = list(train.columns if columns is None else columns)
+    num = set(numeric_columns(train[cols], schema))
+    n = min(len(train), len(holdout))
+    tr = train.iloc[rng.choice(len(train), n, replace=False)] if len(train) > n else train
+    ho = holdout.iloc[rng.choice(len(holdout), n, replace=False)] if len(holdout) > n \
+        else holdout
+
+    def as_arrays(df):
+        out = {}
         for c in cols:
             if c in num:
-                x = df[c].astype(float)
-                ref = train[c].astype(float)
-                sd = ref.std() or 1.0
-                parts.append(((x.fillna(ref.median()) - ref.mean()) / sd).to_numpy()[:, None])
-                parts.append(x.isna().to_numpy(float)[:, None])
+                out[c] = pd.to_numeric(df[c], errors="coerce").to_numpy(float)
             else:
-                levels = pd.Index(train[c].astype(object).fillna("<NA>").astype(str).unique())
-                v = df[c].astype(object).fillna("<NA>").astype(str)
-                onehot = (v.to_numpy()[:, None] == levels.to_numpy()[None, :]).astype(float)
-                parts.append(onehot / np.sqrt(2.0))
-        return np.hstack(parts)
+                out[c] = df[c].astype(object).where(df[c].notna(), "<NA>").astype(str).to_numpy()
+        return out
 
-    Xt, Xs, Xh = encode(train), encode(synthetic), encode(holdout)
-    d_train = NearestNeighbors(n_neighbors=1).fit(Xt).kneighbors(Xs)[0][:, 0]
-    d_hold = NearestNeighbors(n_neighbors=1).fit(Xh).kneighbors(Xs)[0][:, 0]
-    key = lambda df: pd.MultiIndex.from_frame(df[cols].astype(object).fillna("<NA>"))  # noqa: E731
-    n_ident = int(key(synthetic).isin(key(train)).sum())
-    return DistanceToClosestRecord(d_train, d_hold, float(np.mean(d_train < d_hold)), n_ident)
+    S, T, H = as_arrays(synthetic), as_arrays(tr), as_arrays(ho)
+    med = {c: np.nanmedian(T[c]) if np.isfinite(T[c]).any() else 0.0 for c in num}
+    q = min(int(n_columns), len(cols))
+    hits_t = hits_h = counted = tried = 0
+    while counted < n_attacks and tried < 20 * n_attacks:
+        tried += 1
+        i = int(rng.integers(len(synthetic)))
+        chosen = rng.choice(len(cols), q, replace=False)
+
+        def holds(A, length):
+            m = np.ones(length, dtype=bool)
+            for j in chosen:
+                c = cols[j]
+                v = S[c][i]
+                if c in num:
+                    if np.isnan(v):
+                        m &= np.isnan(A[c])
+                    elif v < med[c]:
+                        m &= A[c] <= v
+                    else:
+                        m &= A[c] >= v
+                else:
+                    m &= A[c] == v
+            return m
+
+        if holds(S, len(synthetic)).sum() != 1:
+            continue
+        counted += 1
+        hits_t += int(holds(T, n).sum() == 1)
+        hits_h += int(holds(H, n).sum() == 1)
+    if counted == 0:
+        return SinglingOut(0.0, 0.0, 0.0, 0, n)
+    rt, rc = hits_t / counted, hits_h / counted
+    risk = max(0.0, (rt - rc) / (1.0 - rc)) if rc < 1 else 0.0
+    return SinglingOut(rt, rc, risk, counted, n)
+
+
+def synthetic_kind(real: pd.DataFrame, synthetic: pd.DataFrame, *,
+                   threshold: float = 0.9) -> str:
+    """Whether ``synthetic`` looks fully or partially synthetic.
+
+    Partially synthetic data keep the real records, row by row, with some columns replaced:
+    the tables have the same number of rows and at least one column equals the real column in
+    at least ``threshold`` of the rows while two independent draws of it would agree less than
+    half the time. Anything else is treated as fully synthetic.
+
+    Returns
+    -------
+    {"fully", "partially"}
+    """
+    if len(real) != len(synthetic):
+        return "fully"
+    for c in real.columns:
+        if c not in synthetic.columns:
+            continue
+        a = real[c].astype(object).where(real[c].notna(), "<NA>").astype(str).to_numpy()
+        b = synthetic[c].astype(object).where(synthetic[c].notna(), "<NA>").astype(str)
+        pa = pd.Series(a).value_counts(normalize=True)
+        pb = b.value_counts(normalize=True)
+        chance = float((pa * pb.reindex(pa.index, fill_value=0.0)).sum())
+        if np.mean(a == b.to_numpy()) >= threshold and chance < 0.5:
+            return "partially"
+    return "fully"

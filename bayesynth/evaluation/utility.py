@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
+    "propensity_auc",
     "ecdf_distances",
     "ks_distance",
     "tv_distance",
@@ -299,3 +300,65 @@ def propensity_score_utility(
         null = (k - 1) * c * (1 - c) / N
     return PropensityResult(pmse=pmse, s_pmse=pmse / null if null > 0 else float("nan"),
                             null_pmse=null, c=c, n_params=k)
+
+
+def propensity_auc(
+    real: pd.DataFrame,
+    synthetic: pd.DataFrame,
+    *,
+    columns: Sequence[str] | None = None,
+    schema=None,
+    n_splits: int = 5,
+    random_seed: int | None = 0,
+) -> float:
+    """Out-of-fold AUC of a gradient-boosting classifier telling synthetic from real records.
+
+    Real and synthetic records are stacked and scikit-learn's
+    ``HistGradientBoostingClassifier`` (numeric columns as numbers with missing values native,
+    level columns as categorical features) predicts which table each record came from; the AUC
+    of its ``n_splits``-fold out-of-fold predictions is returned. 0.5: indistinguishable;
+    1: every record is told apart. Unlike the logistic pMSE it picks up interactions and
+    non-linear differences.
+
+    Parameters
+    ----------
+    real, synthetic : pandas.DataFrame
+    columns : sequence of str, optional
+    schema : bayesynth.Schema, optional
+    n_splits : int, default 5
+    random_seed : int, optional
+
+    Returns
+    -------
+    float
+    """
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.metrics import roc_auc_score
+    from sklearn.model_selection import StratifiedKFold, cross_val_predict
+
+    columns = list(real.columns if columns is None else columns)
+    both = pd.concat([real[columns], synthetic[columns]], ignore_index=True)
+    num = set(numeric_columns(real[columns], schema))
+    X = pd.DataFrame(index=both.index)
+    cat_mask = []
+    for c in columns:
+        if c in num:
+            X[c] = pd.to_numeric(both[c], errors="coerce").astype(float)
+            cat_mask.append(False)
+        else:
+            codes = pd.factorize(both[c].astype(object).where(both[c].notna(), "<NA>")
+                                 .astype(str))[0]
+            # Many levels: keep the 250 most frequent (the classifier's limit), lump the rest.
+            if codes.max() >= 250:
+                freq = np.bincount(codes)
+                rank = np.empty_like(freq)
+                rank[np.argsort(-freq, kind="stable")] = np.arange(len(freq))
+                codes = np.minimum(rank[codes], 249)
+            X[c] = codes
+            cat_mask.append(True)
+    y = np.r_[np.zeros(len(real)), np.ones(len(synthetic))]
+    clf = HistGradientBoostingClassifier(categorical_features=np.array(cat_mask, dtype=bool),
+                                         random_state=random_seed)
+    folds = StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=random_seed)
+    p = cross_val_predict(clf, X, y, cv=folds, method="predict_proba")[:, 1]
+    return float(roc_auc_score(y, p))

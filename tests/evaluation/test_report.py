@@ -76,3 +76,54 @@ def test_report_shows_the_privacy_ledger(rng, tmp_path):
     assert saved["privacy_ledger"]["total_epsilon"] == 1.5
     assert main(["evaluate", str(tmp_path / "real.csv"), str(tmp_path / "syn.csv"), "-o",
                  str(out), "--ledger", str(tmp_path / "nope.json")]) == 2
+
+
+def _fresh(rng, n):
+    k = rng.choice(list("ab"), n)
+    x = rng.gamma(4.0, 2.0, n)
+    return pd.DataFrame({"k": k, "g": rng.choice(list("uvw"), n), "x": x,
+                         "y": 10 + 0.3 * x + (k == "a") + rng.normal(0, 2, n)})
+
+
+def test_fully_synthetic_report_uses_measures_that_fit(rng, tmp_path):
+    real, hold = _fresh(rng, 300), _fresh(rng, 300)
+    syns = [_fresh(rng, 300) for _ in range(2)]
+    out = tmp_path / "full.html"
+    res = bs.evaluation.report(real, syns, out, known=["k", "g"], sensitive="y",
+                               regression="y ~ x + k", holdout=hold)
+    assert res["kind"] == "fully"
+    page = out.read_text()
+    assert "At a glance" in page and page.index("At a glance") < page.index("Marginal")
+    assert "Disclosure risk (fully synthetic data)" in page and "Attribute inference" in page
+    assert "Identification risk" not in page  # row matching is for partially synthetic data
+    risk = res["fully_synthetic_risk"]["per_dataset"]
+    assert {"exact_copy_share", "dcr_ratio", "singling_out_risk"} <= set(risk[0])
+    assert all(r["exact_copy_share"] == 0 for r in risk)
+    assert all(0.7 < r["dcr_ratio"] < 1.4 for r in risk)
+    glance = {g["aspect"]: g for g in res["at_a_glance"]}
+    assert set(glance) == {"distinguishability", "inference", "risk"}
+    assert 0.3 < glance["distinguishability"]["value"] < 0.7  # same law: AUC near 0.5
+    assert glance["risk"]["measure"] == "DCR ratio"
+    ai = res["attribute_inference"]
+    assert ai["keys"] == ["k", "g"] and 0 <= ai["per_dataset"][0]["cap"] <= 1
+    # copies of the training records are caught
+    res2 = bs.evaluation.report(real, [real.sample(frac=1, random_state=3)], out, holdout=hold)
+    r2 = res2["fully_synthetic_risk"]["per_dataset"][0]
+    assert res2["kind"] == "fully" and r2["exact_copy_share"] == 1 and r2["dcr_ratio"] == 0
+    # forcing the kind
+    res3 = bs.evaluation.report(real, syns[:1], out, kind="partially", known=["k"],
+                                synthesised=["x"])
+    assert "identification_risk" in res3 and "fully_synthetic_risk" not in res3
+
+
+def test_evaluate_with_holdout(rng, tmp_path, capsys):
+    _fresh(rng, 200).to_csv(tmp_path / "real.csv", index=False)
+    _fresh(rng, 200).to_csv(tmp_path / "hold.csv", index=False)
+    _fresh(rng, 200).to_csv(tmp_path / "syn.csv", index=False)
+    out = tmp_path / "rep.html"
+    assert main(["evaluate", str(tmp_path / "real.csv"), str(tmp_path / "syn.csv"), "-o",
+                 str(out), "--holdout", str(tmp_path / "hold.csv"), "--sensitive", "y"]) == 0
+    text = capsys.readouterr().out
+    assert "fully synthetic" in text and "DCR ratio" in text and "distinguishability" in text
+    assert main(["evaluate", str(tmp_path / "real.csv"), str(tmp_path / "syn.csv"), "-o",
+                 str(tmp_path / "hold.csv"), "--holdout", str(tmp_path / "hold.csv")]) == 2

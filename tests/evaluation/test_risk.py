@@ -7,10 +7,13 @@ import pandas as pd
 import pytest
 
 from bayesynth.evaluation import (
+    attribute_inference_risk,
     distance_to_closest_record,
     identification_risk,
     identification_risk_sweep,
     outlier_attribute_disclosure,
+    singling_out_risk,
+    synthetic_kind,
 )
 
 
@@ -116,3 +119,72 @@ def test_distance_to_closest_record(rng):
     fresh = distance_to_closest_record(train, draw(400), hold)
     assert abs(fresh.share_closer_to_train - 0.5) < 4 * 0.5 / np.sqrt(400)
     assert fresh.n_identical == 0
+    # the DCR ratio: 0 for copies; for new draws from the same law the medians of the two
+    # nearest-neighbour distance samples agree (ratio about 1)
+    assert copy.ratio == 0.0 and copy.exact_copy_share == 1.0
+    assert fresh.exact_copy_share == 0.0
+    assert 0.8 < fresh.ratio < 1.25
+    assert len(fresh.holdout_to_train) == len(hold)
+
+
+def test_dcr_ratio_matches_a_direct_computation(rng):
+    train = pd.DataFrame({"x": rng.normal(size=50), "g": rng.choice(list("ab"), 50)})
+    hold = pd.DataFrame({"x": rng.normal(size=30), "g": rng.choice(list("ab"), 30)})
+    syn = pd.DataFrame({"x": rng.normal(size=40), "g": rng.choice(list("ab"), 40)})
+    res = distance_to_closest_record(train, syn, hold)
+    sd = train["x"].std()
+
+    def nearest(a):  # brute force: (x / sd)^2 + one unit per category mismatch
+        d = ((a["x"].to_numpy()[:, None] - train["x"].to_numpy()[None, :]) / sd) ** 2 + (
+            a["g"].to_numpy()[:, None] != train["g"].to_numpy()[None, :])
+        return np.sqrt(d.min(axis=1))
+
+    np.testing.assert_allclose(res.to_train, nearest(syn), rtol=1e-10)
+    np.testing.assert_allclose(res.holdout_to_train, nearest(hold), rtol=1e-10)
+    assert res.ratio == pytest.approx(np.median(nearest(syn)) / np.median(nearest(hold)))
+
+
+def test_correct_attribution_probability_by_hand():
+    train = pd.DataFrame({"k": ["a", "a", "b", "c"], "s": ["x", "y", "x", "x"]})
+    syn = pd.DataFrame({"k": ["a", "a", "a", "b", "b"], "s": ["x", "x", "y", "y", "y"]})
+    res = attribute_inference_risk(train, syn, keys=["k"], sensitive="s")
+    # record 1 (a, x): 2/3; record 2 (a, y): 1/3; record 3 (b, x): 0; record 4 (c): no match
+    assert res.cap == pytest.approx((2 / 3 + 1 / 3 + 0) / 3)
+    assert res.coverage == pytest.approx(3 / 4)
+    # marginal baseline: x has share 3/4, y 1/4 -> mean over records (3 * 3/4 + 1/4) / 4
+    assert res.baseline == pytest.approx((3 * 0.75 + 0.25) / 4)
+    assert np.isnan(res.holdout_cap)
+    hold = pd.DataFrame({"k": ["b"], "s": ["y"]})
+    assert attribute_inference_risk(train, syn, keys=["k"], sensitive="s",
+                                     holdout=hold).holdout_cap == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="also a key"):
+        attribute_inference_risk(train, syn, keys=["s"], sensitive="s")
+
+
+def test_singling_out_separates_copies_from_new_records(rng):
+    def draw(n):
+        return pd.DataFrame({"x": rng.normal(size=n), "y": rng.gamma(2.0, size=n),
+                             "g": rng.choice(list("abcd"), n), "h": rng.choice(list("pq"), n)})
+
+    train, hold = draw(600), draw(600)
+    copied = singling_out_risk(train, train.sample(600, random_state=1), hold, n_attacks=300,
+                               random_seed=0)
+    fresh = singling_out_risk(train, draw(600), hold, n_attacks=300, random_seed=0)
+    # copies: every predicate isolating one synthetic record isolates that same training record
+    assert copied.rate_train == 1.0 and copied.risk > 0.5
+    # new records from the same law: no more singling out of training than of hold-out people
+    # (difference of two proportions over 300 attacks: sd below 0.041)
+    assert abs(fresh.rate_train - fresh.rate_control) < 4 * 0.041
+    assert min(fresh.n_attacks, copied.n_attacks) > 250
+
+
+def test_synthetic_kind(rng):
+    real = pd.DataFrame({"id_like": rng.normal(size=200), "g": rng.choice(list("ab"), 200)})
+    partial = real.assign(g=rng.choice(list("ab"), 200))
+    assert synthetic_kind(real, partial) == "partially"
+    assert synthetic_kind(real, real.sample(frac=1, random_state=0)) == "fully"
+    assert synthetic_kind(real, real.iloc[:150]) == "fully"
+    # a column that is mostly one value agrees by chance: not evidence of partial synthesis
+    mostly = pd.DataFrame({"m": np.where(rng.random(200) < 0.97, "z", "y")})
+    assert synthetic_kind(mostly, mostly.assign(m=np.where(rng.random(200) < 0.97, "z", "y"))) \
+        == "fully"

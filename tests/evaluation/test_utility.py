@@ -99,3 +99,19 @@ def test_pmse_cart_and_interactions(rng):
     assert inter.n_params > 5
     with pytest.raises(ValueError, match="method"):
         propensity_score_utility(a, b, method="forest")
+
+
+def test_propensity_auc_near_half_for_one_law_and_near_one_when_shifted(rng):
+    from bayesynth.evaluation import propensity_auc
+
+    def draw(n, shift=0.0):
+        return pd.DataFrame({"x": rng.normal(shift, 1, n), "g": rng.choice(list("abc"), n)})
+
+    real = draw(1000)
+    # same law: the AUC of an uninformative score over 1000 + 1000 records has sd about 0.013
+    same = propensity_auc(real, draw(1000), random_seed=0)
+    assert abs(same - 0.5) < 4 * 0.013 + 0.02  # plus the classifier's small overfit bias
+    assert propensity_auc(real, draw(1000, shift=3.0), random_seed=0) > 0.95
+    other = draw(1000)
+    assert propensity_auc(real, other, random_seed=1) == propensity_auc(real, other,
+                                                                        random_seed=1)
