@@ -31,12 +31,85 @@ from bayesynth.errors import BayesynthError, InputTypeError, OutputExistsError
 __all__ = ["main", "read_table", "output_paths"]
 
 
+#: Date and timestamp layouts recognised in text columns, most specific first.
+DATE_FORMATS = ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d",
+                "%Y/%m/%d", "%d/%m/%Y", "%m/%d/%Y", "%d.%m.%Y", "%Y-%m")
+DELIMITERS = ",;\t|"
+
+
+def _sniff_delimiter(path: Path) -> str:
+    import csv
+
+    with open(path, newline="", encoding="utf-8-sig") as fh:
+        sample = fh.read(64 * 1024)
+    if not sample.strip():
+        raise BayesynthError(f"Input file '{path}' is empty.")
+    try:
+        return csv.Sniffer().sniff(sample, delimiters=DELIMITERS).delimiter
+    except csv.Error:
+        return ","
+
+
+def _header(path: Path, sep: str) -> list[str]:
+    import csv
+
+    with open(path, newline="", encoding="utf-8-sig") as fh:
+        return next(csv.reader(fh, delimiter=sep), [])
+
+
+def _parse_dates(df: pd.DataFrame) -> dict[str, str]:
+    """Turn text columns that are all dates (one layout per column) into datetimes, in place.
+
+    Returns the layout of each converted column, so that output is written back in it.
+    """
+    formats: dict[str, str] = {}
+    for c in df.columns:
+        s = df[c]
+        if not (s.dtype == object or pd.api.types.is_string_dtype(s.dtype)):
+            continue
+        values = s.dropna().astype(str)
+        if values.empty or not values.str.match(r"^\d{1,4}[-/.]\d{1,2}").all():
+            continue
+        for fmt in DATE_FORMATS:
+            parsed = pd.to_datetime(values, format=fmt, errors="coerce")
+            if parsed.notna().all():
+                df[c] = pd.to_datetime(s, format=fmt)
+                formats[str(c)] = fmt
+                break
+    return formats
+
+
 def read_table(path: str | Path) -> pd.DataFrame:
-    """Read a CSV file; only empty fields are missing values."""
+    """Read a CSV file the way a user means it.
+
+    * the delimiter (comma, semicolon, tab or bar) is detected;
+    * duplicate column names are refused (pandas would rename them silently);
+    * only empty fields are missing values (so labels such as "NA" or "None" stay labels);
+    * text columns that are all dates or timestamps in one layout become datetime columns,
+      and their layout is kept in ``df.attrs["date_formats"]`` for writing output back.
+
+    Raises
+    ------
+    bayesynth.errors.BayesynthError
+        The file is absent or empty, or has duplicate column names.
+    """
     path = Path(path)
     if not path.exists():
         raise BayesynthError(f"Input file '{path}' does not exist.")
-    return pd.read_csv(path, keep_default_na=False, na_values=[""])
+    sep = _sniff_delimiter(path)
+    names = _header(path, sep)
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise BayesynthError(
+            f"Input file '{path}' has duplicate column names {dup}. Rename them so that every "
+            "column has its own name.")
+    df = pd.read_csv(path, sep=sep, keep_default_na=False, na_values=[""])
+    if df.shape[1] == 1:
+        print(f"bayesynth: note: '{path}' has a single column (no ',', ';', tab or '|' "
+              "delimiter found in its first lines).", file=sys.stderr)
+    df.attrs["date_formats"] = _parse_dates(df)
+    df.attrs["delimiter"] = sep
+    return df
 
 
 def output_paths(output: str | Path, m: int) -> list[Path]:
@@ -62,8 +135,51 @@ def _check_outputs(inputs: Sequence[Path], outputs: Sequence[Path], overwrite: b
             )
 
 
-def _write_csv(df: pd.DataFrame, path: Path) -> None:
-    atomic_write(path, lambda tmp: df.to_csv(tmp, index=False))
+def _for_csv(df: pd.DataFrame, like: pd.DataFrame | None = None, schema=None) -> pd.DataFrame:
+    """The table as it should be written: dates in the input's layout, whole numbers without
+    a decimal point, other numbers at their column's precision."""
+    out = df.copy()
+    formats = (like.attrs.get("date_formats", {}) if like is not None else {})
+    for c in out.columns:
+        s = out[c]
+        if pd.api.types.is_datetime64_any_dtype(s.dtype):
+            out[c] = s.dt.strftime(formats.get(str(c), "%Y-%m-%d %H:%M:%S"))
+            continue
+        if not pd.api.types.is_float_dtype(s.dtype):
+            continue
+        col = schema[c] if schema is not None and c in schema else None
+        x = s.to_numpy(dtype=float)
+        finite = np.isfinite(x)
+        if (col is not None and col.integer) or (
+                col is None and finite.any() and np.all(x[finite] == np.round(x[finite]))):
+            out[c] = s.round().astype("Int64")
+        elif col is not None and col.decimals is not None:
+            out[c] = s.round(col.decimals)
+    return out
+
+
+def _write_csv(df: pd.DataFrame, path: Path, like: pd.DataFrame | None = None,
+               schema=None, sep: str | None = None) -> None:
+    frame = _for_csv(df, like, schema)
+    delim = sep or (like.attrs.get("delimiter", ",") if like is not None else ",")
+    atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False, sep=delim))
+
+
+def _write_all(items: Sequence[tuple[pd.DataFrame, Path]], like: pd.DataFrame | None = None,
+               schema=None, quiet: bool = False) -> None:
+    """Write every table or none: a stop half-way removes the files this call wrote."""
+    written: list[Path] = []
+    try:
+        for frame, path in items:
+            _write_csv(frame, path, like, schema)
+            written.append(path)
+    except BaseException:
+        for path in written:
+            path.unlink(missing_ok=True)
+        raise
+    if not quiet:
+        for frame, path in items:
+            print(f"wrote {path} ({len(frame):,} rows)")
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
@@ -101,13 +217,13 @@ def _cmd_saturate(args: argparse.Namespace) -> int:
               f"{setting['alpha']:g}; expected tau_4(1) = {tau.loc[1, 'tau4']:.4f}, "
               f"tau_3(1) = {tau.loc[1, 'tau3']:.4f}")
     rng = np.random.default_rng(args.seed)
+    items = []
     for path in outputs:
         syn = synthesize_table(table, **setting, random_seed=rng)
         frame = (table_to_microdata(syn, random_seed=rng) if args.microdata
                  else syn.to_frame().rename(columns={"count": args.count or "count"}))
-        _write_csv(frame, path)
-        if not args.quiet:
-            print(f"wrote {path} ({len(frame):,} rows)")
+        items.append((frame, path))
+    _write_all(items, like=df, quiet=args.quiet)
     return 0
 
 
@@ -117,6 +233,12 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
 
     if args.m < 1:
         raise BayesynthError(f"--m must be at least 1; got {args.m}.")
+    if args.cores is not None and args.cores < 1:
+        raise BayesynthError(f"--cores must be at least 1; got {args.cores}.")
+    if args.quiet:
+        import logging
+
+        logging.getLogger("pymc").setLevel(logging.WARNING)
     inputs = [Path(args.input)] + ([Path(args.schema)] if args.schema else [])
     outputs = output_paths(args.output, args.m)
     _check_outputs(inputs, outputs, args.overwrite)
@@ -131,6 +253,7 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
         draws=args.draws,
         tune=args.tune if args.tune is not None else args.draws,
         chains=args.chains,
+        cores=args.cores,
         random_seed=args.seed,
         progressbar=not args.quiet,
         targets=_split(args.targets),
@@ -138,10 +261,8 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
     )
     syn.fit(df)
     seed = None if args.seed is None else args.seed + 1
-    for frame, path in zip(syn.sample(m=args.m, random_seed=seed), outputs):
-        _write_csv(frame, path)
-        if not args.quiet:
-            print(f"wrote {path} ({len(frame)} rows)")
+    frames = syn.sample(m=args.m, random_seed=seed)
+    _write_all(list(zip(frames, outputs)), like=df, schema=syn.schema_, quiet=args.quiet)
     if args.save_model:
         syn.save(args.save_model)
         if not args.quiet:
@@ -217,19 +338,24 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     out = Path(args.output)
     inputs = [Path(args.real)] + [Path(p) for p in args.synthetic]
+    if args.holdout is not None:
+        inputs.append(Path(args.holdout))
     if args.ledger is not None and not Path(args.ledger).is_file():
         raise InputTypeError(f"--ledger: no such file '{args.ledger}'.")
     _check_outputs(inputs, [out, out.with_suffix(".json")], overwrite=True)
     real = read_table(args.real)
     syns = [read_table(p) for p in args.synthetic]
+    holdout = read_table(args.holdout) if args.holdout else None
     res = report(
         real, syns, out,
         known=_split(args.known), synthesised=_split(args.synthesised),
         sensitive=args.sensitive, public=args.public, radius=args.radius,
         regression=args.regression, regression_method=args.regression_method,
-        random_state=args.seed, ledger=args.ledger,
+        random_state=args.seed, ledger=args.ledger, kind=args.kind, holdout=holdout,
     )
-    print(f"wrote {out} and {out.with_suffix('.json')}")
+    print(f"wrote {out} and {out.with_suffix('.json')} ({res['kind']} synthetic data)")
+    for item in res["at_a_glance"]:
+        print(f"  {item['aspect']}: {item['sentence']}")
     prop = res["propensity"]
     spmse = ", ".join(f"{r['s_pmse']:.2f}" for r in prop)
     print(f"S_pMSE per dataset: {spmse}")
@@ -264,6 +390,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--draws", type=int, default=1000, help="posterior draws per chain")
     s.add_argument("--tune", type=int, default=None, help="burn-in per chain (default: draws)")
     s.add_argument("--chains", type=int, default=2)
+    s.add_argument("--cores", type=int, default=None,
+                   help="processes for the chains (default: one per chain, up to the CPU "
+                        "count; 1 runs them one after the other in this process)")
     s.add_argument("--n-factors", type=int, default=None, help="number of factors")
     s.add_argument("--categorical", choices=("model", "empirical"), default="model",
                    help="how categorical combinations are drawn: from the model (default; copies "
@@ -296,6 +425,10 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--regression-method", choices=("ols", "bayes"), default="ols")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--ledger", help="privacy ledger JSON of the release (shown in the report)")
+    e.add_argument("--kind", choices=("auto", "fully", "partially"), default="auto",
+                   help="fully or partially synthetic data (default: inferred)")
+    e.add_argument("--holdout", help="CSV of real records the synthesizer did not see "
+                                     "(DCR ratio and singling-out risk of fully synthetic data)")
     e.set_defaults(func=_cmd_evaluate)
 
     t = sub.add_parser("saturate", help="saturated count synthesis of a categorical table "
@@ -334,12 +467,21 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``bayesynth`` console script."""
+    from bayesynth._signals import RunStopped, stop_on_signals
+
     args = _parser().parse_args(argv)
     try:
-        return int(args.func(args))
+        with stop_on_signals():
+            return int(args.func(args))
     except BayesynthError as err:
         print(f"bayesynth: error: {err}", file=sys.stderr)
         return 2
+    except (RunStopped, KeyboardInterrupt) as stop:
+        code = stop.exit_code if isinstance(stop, RunStopped) else 130
+        print(f"bayesynth: {stop or 'interrupted'}: the run was stopped before it finished; "
+              "its worker processes have ended and no output file was written.",
+              file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":  # pragma: no cover

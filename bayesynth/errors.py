@@ -9,6 +9,7 @@ against the standard exceptions keeps working.
 from __future__ import annotations
 
 __all__ = [
+    "RunStopped",
     "BayesynthError",
     "DataValidationError",
     "InputTypeError",
@@ -131,3 +132,22 @@ class PrivacyGuaranteeError(BayesynthError, ValueError):
 class PrivacyWarning(UserWarning):
     """A release is weaker than it may look: noise drawn from a fixed seed (anyone who knows the
     seed can remove it), or a guarantee that is local or asymptotic rather than strict."""
+
+
+class RunStopped(BaseException):  # noqa: N818 - a stop, not an error
+    """A run was stopped by a signal (SIGTERM or Ctrl-C).
+
+    It derives from ``BaseException``, like ``KeyboardInterrupt``, so that ``except Exception``
+    blocks (and PyMC, which ends sampling quietly on ``KeyboardInterrupt``) let it through.
+    """
+
+    def __init__(self, signum: int):
+        import signal
+
+        self.signum = int(signum)
+        super().__init__(f"stopped by {signal.Signals(self.signum).name}")
+
+    @property
+    def exit_code(self) -> int:
+        """The shell's convention: 128 + the signal number."""
+        return 128 + self.signum

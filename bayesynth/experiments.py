@@ -74,6 +74,12 @@ def run_replicates(
         is a JSON list of the failed tasks with their parameters, replicate and error, and a
         :class:`RuntimeWarning` names them.
 
+    Raises
+    ------
+    bayesynth.errors.RunStopped
+        SIGTERM or Ctrl-C arrived (in the main thread): the local cluster this call started is
+        closed, its worker processes ended, and no result is returned.
+
     Examples
     --------
     >>> def study(rng, n, scale):
@@ -94,10 +100,20 @@ def run_replicates(
     tasks = [(p, r) for p in range(len(points)) for r in range(int(replicates))]
     seeds = np.random.SeedSequence(random_seed).spawn(len(tasks))
     params = [dict(zip(names, points[p])) for p, _ in tasks]
-    outcomes: list[tuple[str, Any] | None] = [None] * len(tasks)
 
+
+    from bayesynth._signals import stop_on_signals
+
+    with stop_on_signals():
+        outcomes = _run_all(fn, tasks, params, seeds, client, n_workers, progressbar)
+    return _gather(names, values, int(replicates), tasks, params, outcomes)
+
+
+def _run_all(fn, tasks, params, seeds, client, n_workers, progressbar):
+    """Run every task; a stop (SIGTERM, Ctrl-C) closes the cluster this call started."""
     from tqdm import tqdm
 
+    outcomes: list[tuple[str, Any] | None] = [None] * len(tasks)
     bar = tqdm(total=len(tasks), desc="replicates", disable=not progressbar)
     if client == "serial":
         for t in range(len(tasks)):
@@ -133,7 +149,7 @@ def run_replicates(
             if own_cluster is not None:
                 own_cluster.close()
     bar.close()
-    return _gather(names, values, int(replicates), tasks, params, outcomes)
+    return outcomes
 
 
 def _gather(names, values, replicates, tasks, params, outcomes) -> xr.Dataset:

@@ -82,3 +82,85 @@ def test_synthesize_with_bart_targets(csv, tmp_path):
                  "--quiet"]) == 0
     syn = pd.read_csv(out)
     assert syn["visits"].notna().all() and (syn["visits"] >= 0).all()
+
+
+def test_csv_habits_delimiter_dates_precision(tmp_path):
+    import numpy as np
+
+    r = np.random.default_rng(0)
+    n = 150
+    df = pd.DataFrame({"money": np.round(r.gamma(3, 1000, n), 2),
+                       "when": pd.date_range("2020-01-01", periods=n, freq="D")
+                       .strftime("%d/%m/%Y"),
+                       "grp": r.choice(["a", "b", "c"], n),
+                       "k": r.poisson(3, n).astype(float)})
+    df.loc[:4, "k"] = np.nan  # integers with missing values: a float column in pandas
+    src = tmp_path / "semi.csv"
+    df.to_csv(src, sep=";", index=False)
+    out = tmp_path / "out.csv"
+    assert main(["synthesize", str(src), "-o", str(out), "--draws", "20", "--chains", "1",
+                 "--seed", "1", "--quiet"]) == 0
+    text = out.read_text().splitlines()
+    assert text[0] == "money;when;grp;k"  # the input's delimiter
+    syn = pd.read_csv(out, sep=";", keep_default_na=False, na_values=[""])
+    # money keeps its two decimals; the dates come back as dates in the input's layout
+    assert all(len(v.split(".")[1]) <= 2 for v in syn["money"].astype(str) if "." in v)
+    parsed = pd.to_datetime(syn["when"], format="%d/%m/%Y")
+    assert parsed.min() >= pd.Timestamp("2020-01-01")
+    assert parsed.max() <= pd.Timestamp("2020-01-01") + pd.Timedelta(days=n - 1)
+    # whole numbers are written without a decimal point
+    assert not any(line.split(";")[3].endswith(".0") for line in text[1:])
+
+
+def test_duplicate_column_names_are_refused(tmp_path, capsys):
+    src = tmp_path / "dup.csv"
+    src.write_text("a,a,b\n" + "\n".join(f"{i},{i % 3},{i % 2}" for i in range(30)) + "\n")
+    assert main(["synthesize", str(src), "-o", str(tmp_path / "o.csv"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "duplicate column names ['a']" in err
+    assert not (tmp_path / "o.csv").exists()
+
+
+def test_single_column_file_says_so(tmp_path, capsys):
+    src = tmp_path / "one.csv"
+    src.write_text("x\n" + "\n".join(str(i % 7) for i in range(40)) + "\n")
+    assert main(["schema", str(src)]) == 0
+    assert "single column" in capsys.readouterr().err
+
+
+def test_sigterm_ends_the_workers_and_writes_nothing(tmp_path):
+    """A scheduler's SIGTERM during sampling: all worker processes end, no output file."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    psutil = pytest.importorskip("psutil")
+    import bayesynth as bs
+
+    src = tmp_path / "in.csv"
+    bs.datasets.simulate_child_health(n=200, random_seed=1).to_csv(src, index=False)
+    out = tmp_path / "out.csv"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bayesynth.cli", "synthesize", str(src), "-o", str(out),
+         "--draws", "1000000", "--chains", "2", "--cores", "2", "--seed", "1", "--quiet"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    parent = psutil.Process(proc.pid)
+    kids: list = []
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        kids = parent.children(recursive=True)
+        # the chain workers exist once two processes besides the fork server run
+        if len([k for k in kids if "forkserver" not in " ".join(k.cmdline())]) >= 2:
+            break
+        time.sleep(0.5)
+    assert proc.poll() is None and len(kids) >= 2, "the chains never started"
+    time.sleep(3)  # well into sampling
+    kids = parent.children(recursive=True)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert "stopped by SIGTERM" in err and "no output file" in err
+    _, alive = psutil.wait_procs(kids, timeout=20)
+    assert alive == [], f"worker processes still alive: {alive}"
+    assert not out.exists() and not list(tmp_path.glob(".*.tmp"))

@@ -251,6 +251,11 @@ def sample(
             model=model,
             **kwargs,
         )
+    got = int(idata.posterior.sizes.get("draw", 0))
+    if got < draws:  # PyMC ends quietly on Ctrl-C and returns what it has
+        raise KeyboardInterrupt(
+            f"Sampling was interrupted after {got} of {draws} draws; a truncated posterior is "
+            "not returned (it would not be the posterior that was asked for).")
     if copula:
         import json
 

@@ -16,12 +16,12 @@ import pandas as pd
 from scipy.special import ndtr
 from scipy.stats import invwishart
 
-from bayesynth.errors import NotFittedError, SchemaError
+from bayesynth.errors import InvalidParameterError, NotFittedError, SchemaError
 from bayesynth.models.layout import LatentLayout, OrderedColumn
 from bayesynth.samplers.kernels import draw_z
-from bayesynth.schema import Schema, encode_levels, infer_schema, validate_data
+from bayesynth.schema import Schema, as_numbers, encode_levels, infer_schema, validate_data
 from bayesynth.synthesis.copula import _restore
-from bayesynth.synthesis.marginals import DiscreteMarginal
+from bayesynth.synthesis.marginals import DiscreteMarginal, silverman_bandwidth
 
 __all__ = ["RankLikelihoodSynthesizer", "CartSynthesizer"]
 
@@ -189,6 +189,15 @@ class CartSynthesizer:
     synthetic predictors fall into (so missing values are synthesised like any other value).
     Categorical predictors enter the trees as integer codes.
 
+    Numeric values drawn from a leaf are smoothed as synthpop's ``smoothing = "density"`` does:
+    each donor value gets Gaussian noise with the bandwidth of a kernel density estimate of the
+    donors it was drawn from (Silverman's rule of thumb, R's ``bw.nrd0``: ``0.9 min(sd,
+    IQR / 1.34) n^-1/5``), so that synthetic values are not copies of real ones. Point masses
+    are kept exact: missing values, special codes, and values held by at least
+    ``atom_share`` of the records (zeros, round amounts, top codes) are not smoothed. Smoothed
+    values stay within the column's observed range, are rounded to whole numbers for integer
+    columns and to the column's decimals otherwise.
+
     Parameters
     ----------
     schema : Schema, optional
@@ -196,6 +205,11 @@ class CartSynthesizer:
         The order; by default a random permutation drawn from ``random_seed`` at :meth:`fit`
         (Feldman & Kowal compare many random orders).
     min_samples_leaf : int, default 5
+        synthpop's ``minbucket``.
+    smoothing : {"density", "none"}, default "density"
+        Smoothing of numeric donor values (synthpop's ``smoothing``).
+    atom_share : float, default 0.01
+        Values held by at least this share of a column's records are not smoothed.
     random_seed : int, optional
 
     Attributes
@@ -211,10 +225,13 @@ class CartSynthesizer:
 
     def __init__(self, schema: Schema | None = None, *,
                  visit_sequence: Sequence[str] | None = None, min_samples_leaf: int = 5,
+                 smoothing: str = "density", atom_share: float = 0.01,
                  random_seed: int | None = None):
         self.schema = schema
         self.visit_sequence = visit_sequence
         self.min_samples_leaf = min_samples_leaf
+        self.smoothing = smoothing
+        self.atom_share = atom_share
         self.random_seed = random_seed
 
     def _matrix(self, df: pd.DataFrame, cols: Sequence[str]) -> np.ndarray:
@@ -234,9 +251,13 @@ class CartSynthesizer:
         its leaves)."""
         from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
-        schema = self.schema if self.schema is not None else infer_schema(df)
+        if self.smoothing not in ("density", "none"):
+            raise InvalidParameterError(
+                f"smoothing must be 'density' or 'none'; got {self.smoothing!r}.")
+        schema = self.schema if self.schema is not None else infer_schema(df, suggest=False)
         validate_data(df, schema)
         self.schema_ = schema
+        df = as_numbers(df)
         rng = np.random.default_rng(self.random_seed)
         order = (list(self.visit_sequence) if self.visit_sequence is not None
                  else [str(c) for c in rng.permutation(schema.names)])
@@ -265,7 +286,45 @@ class CartSynthesizer:
             members = {int(leaf): np.flatnonzero(leaves == leaf) for leaf in np.unique(leaves)}
             self._trees.append(tree)
             self._leaf_members.append(members)
+        self._fixed = {}  # per numeric column: values never smoothed (codes, atoms)
+        self._range = {}
+        for c in schema.names:
+            col = schema[c]
+            if col.type not in ("count", "continuous"):
+                continue
+            x = self._real[c].to_numpy(dtype=float, na_value=np.nan)
+            x = x[~np.isnan(x)]
+            vals, counts = np.unique(x, return_counts=True)
+            atoms = vals[counts >= self.atom_share * max(len(x), 1)]
+            self._fixed[c] = np.union1d(atoms, np.asarray(col.special_codes, dtype=float))
+            rest = x[~np.isin(x, self._fixed[c])]
+            self._range[c] = (rest.min(), rest.max()) if len(rest) else (np.nan, np.nan)
         return self
+
+    def _smooth(self, rng: np.random.Generator, c: str, values: np.ndarray,
+                groups: np.ndarray, pools: dict[int, np.ndarray] | None) -> np.ndarray:
+        """Density smoothing of the donor values of one numeric column, per leaf (``pools``:
+        the training records of each leaf; None: one group, all records)."""
+        col = self.schema_[c]
+        out = values.astype(float).copy()
+        fixed = np.isnan(out) | np.isin(out, self._fixed[c])
+        lo, hi = self._range[c]
+        pool_all = self._real[c].to_numpy(dtype=float, na_value=np.nan)
+        for g in np.unique(groups):
+            idx = np.flatnonzero((groups == g) & ~fixed)
+            if not len(idx):
+                continue
+            pool = pool_all[pools[int(g)]] if pools is not None else pool_all
+            pool = pool[~np.isnan(pool) & ~np.isin(pool, self._fixed[c])]
+            if len(pool) < 2 or np.ptp(pool) == 0:
+                continue
+            bw = silverman_bandwidth(pool)
+            out[idx] = np.clip(out[idx] + bw * rng.standard_normal(len(idx)), lo, hi)
+        if col.integer:
+            out[~fixed] = np.round(out[~fixed])
+        elif col.decimals is not None:
+            out[~fixed] = np.round(out[~fixed], col.decimals)
+        return out
 
     def sample(self, m: int = 1, n_rows: int | None = None,
                random_seed: int | None = None) -> list[pd.DataFrame]:
@@ -279,7 +338,11 @@ class CartSynthesizer:
         for _ in range(m):
             syn = pd.DataFrame(index=range(n_rows))
             first = order[0]
-            syn[first] = self._real[first].to_numpy()[rng.integers(len(self._real), size=n_rows)]
+            donors = rng.integers(len(self._real), size=n_rows)
+            syn[first] = self._real[first].to_numpy()[donors]
+            if self.smoothing == "density" and first in self._fixed:
+                syn[first] = self._smooth(rng, first, syn[first].to_numpy(dtype=float),
+                                          np.zeros(n_rows, dtype=np.int64), None)
             for j in range(1, len(order)):
                 target = order[j]
                 leaves = self._trees[j].apply(self._matrix(syn, order[:j]))
@@ -289,6 +352,9 @@ class CartSynthesizer:
                     pool = self._leaf_members[j][int(leaf)]
                     donors[idx] = pool[rng.integers(len(pool), size=len(idx))]
                 syn[target] = self._real[target].to_numpy()[donors]
+                if self.smoothing == "density" and target in self._fixed:
+                    syn[target] = self._smooth(rng, target, syn[target].to_numpy(dtype=float),
+                                               leaves, self._leaf_members[j])
             frame = pd.DataFrame({c: _restore(syn[c].to_numpy(), self.schema_[c])
                                   for c in self.schema_.names})
             out.append(frame)
