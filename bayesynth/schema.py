@@ -45,7 +45,8 @@ from bayesynth.errors import (
 from bayesynth.rules import Rule, check_rules, suggest_rules
 
 __all__ = ["COLUMN_TYPES", "ColumnSchema", "Schema", "infer_schema", "validate_data",
-           "value_part", "as_numbers", "from_days", "is_datetime"]
+           "value_part", "as_numbers", "from_days", "is_datetime", "evaluate_formula",
+           "check_formula"]
 
 COLUMN_TYPES: tuple[str, ...] = ("categorical", "ordinal", "binary", "count", "continuous")
 LEVEL_TYPES: frozenset[str] = frozenset({"categorical", "ordinal", "binary"})
@@ -92,6 +93,12 @@ class ColumnSchema:
     decimals : int, optional
         Decimal places of the source values (a money column written with 2); synthetic values
         are rounded to as many.
+    formula : str, optional
+        A derived column (synthpop's "passive" synthesis): a pandas expression of other columns,
+        such as ``"weight / (height / 100) ** 2"`` for a body-mass index. It is not modelled;
+        synthesizers compute it from the synthetic values of the columns it names, so that the
+        identity holds in every synthetic record. :func:`validate_data` checks that it holds in
+        the real data.
     """
 
     name: str
@@ -102,6 +109,7 @@ class ColumnSchema:
     special_codes: tuple = ()
     integer: bool = False
     decimals: int | None = None
+    formula: str | None = None
 
     def __post_init__(self) -> None:
         if self.type not in COLUMN_TYPES:
@@ -157,6 +165,8 @@ class ColumnSchema:
             out["integer"] = True
         if self.decimals is not None:
             out["decimals"] = int(self.decimals)
+        if self.formula is not None:
+            out["formula"] = self.formula
         return out
 
     @classmethod
@@ -176,6 +186,7 @@ class ColumnSchema:
             special_codes=tuple(d.get("special_codes", ())),
             integer=bool(d.get("integer", False)),
             decimals=None if d.get("decimals") is None else int(d["decimals"]),
+            formula=d.get("formula"),
         )
 
 
@@ -269,6 +280,34 @@ class Schema(Mapping[str, ColumnSchema]):
     def with_rules(self, rules: Iterable[Rule]) -> Schema:
         """A copy of the schema with these rules (for example some of ``suggested_rules``)."""
         return Schema(self._columns.values(), rules, self.suggested_rules)
+
+    def with_formulas(self, formulas: Mapping[str, str]) -> Schema:
+        """A copy of the schema in which these columns are derived by pandas expressions.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from bayesynth import infer_schema
+        >>> df = pd.DataFrame({"h": [150.0, 160, 170, 180] * 5, "w": [50.0, 60, 70, 80] * 5})
+        >>> df["bmi"] = df.eval("w / (h / 100) ** 2")
+        >>> s = infer_schema(df, suggest=False).with_formulas({"bmi": "w / (h / 100) ** 2"})
+        >>> s.derived
+        ['bmi']
+        """
+        from dataclasses import replace
+
+        unknown = [c for c in formulas if c not in self._columns]
+        if unknown:
+            raise MissingColumnError(f"with_formulas names column(s) {unknown}, which the schema "
+                                     "does not have.", column=unknown[0])
+        cols = [replace(c, formula=formulas.get(c.name, c.formula))
+                for c in self._columns.values()]
+        return Schema(cols, self.rules, self.suggested_rules)
+
+    @property
+    def derived(self) -> list[str]:
+        """Names of the columns computed by a formula (not modelled)."""
+        return [c.name for c in self._columns.values() if c.formula is not None]
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{c.name}: {c.type}" for c in self._columns.values())
@@ -707,6 +746,8 @@ def validate_data(df: Any, schema: Schema, *, min_rows: int = MIN_ROWS,
         )
     for name in schema.names:
         _validate_column(df[name], schema[name])
+    for name in schema.derived:
+        check_formula(df, schema[name])
     if schema.rules:
         check_rules(df, schema.rules, max_broken=rule_max_broken)
 
@@ -754,6 +795,50 @@ def _validate_column(s: pd.Series, col: ColumnSchema) -> None:
             f"(levels {list(col.levels)[:10]}). Add them to the schema's levels.",
             column=name,
         )
+
+
+def evaluate_formula(df: pd.DataFrame, col: ColumnSchema) -> pd.Series:
+    """The values of a derived column computed from the other columns of ``df``.
+
+    Raises
+    ------
+    bayesynth.errors.SchemaError
+        The expression cannot be evaluated (it names an unknown column, or is not valid).
+    """
+    try:
+        out = df.eval(col.formula)
+    except Exception as err:  # noqa: BLE001 - pandas raises many kinds
+        raise SchemaError(f"The formula of column '{col.name}' ({col.formula!r}) cannot be "
+                          f"evaluated: {err}.", column=col.name) from None
+    if not isinstance(out, pd.Series) or len(out) != len(df):
+        raise SchemaError(f"The formula of column '{col.name}' ({col.formula!r}) does not give "
+                          "one value per record.", column=col.name)
+    return out
+
+
+def check_formula(df: pd.DataFrame, col: ColumnSchema, *, max_broken: float = 0.01) -> None:
+    """Check that a derived column's formula reproduces the column in ``df``.
+
+    Values agree when both are missing or when they differ by at most half a unit of the
+    column's last decimal place (relative 1e-9 when its decimals are not known).
+
+    Raises
+    ------
+    bayesynth.errors.SchemaError
+        More than ``max_broken`` of the records disagree.
+    """
+    if col.type not in NUMERIC_TYPES:
+        raise SchemaError(f"Column '{col.name}' has a formula but is {col.type}; formulas "
+                          "derive count and continuous columns.", column=col.name)
+    got = pd.to_numeric(evaluate_formula(df, col), errors="coerce").to_numpy(float)
+    real = pd.to_numeric(df[col.name], errors="coerce").to_numpy(float)
+    tol = 0.5 * 10.0 ** -col.decimals if col.decimals is not None else 1e-9 * np.abs(real)
+    same = (np.isnan(got) & np.isnan(real)) | (np.abs(got - real) <= tol + 1e-12)
+    bad = int((~same).sum())
+    if bad > max_broken * len(df):
+        raise SchemaError(
+            f"The formula of column '{col.name}' ({col.formula!r}) does not reproduce it for "
+            f"{bad} of {len(df)} records. Fix the formula or remove it.", column=col.name)
 
 
 def encode_levels(s: pd.Series, col: ColumnSchema) -> np.ndarray:

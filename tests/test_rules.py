@@ -105,3 +105,25 @@ def test_special_code_on_a_categorical_column_is_refused():
 
     with pytest.raises(errors.SchemaError, match="'smoke'.*special codes"):
         ColumnSchema("smoke", "categorical", levels=("NO", "YES"), special_codes=(-8,))
+
+
+def test_rule_covered_records_carry_no_information_in_the_model():
+    from bayesynth.models.layout import LatentLayout
+
+    df = survey()
+    # some smokers also answer "not applicable": the code carries information outside the rule
+    smokers = np.flatnonzero(df["smoke"] == "YES")
+    df.loc[smokers[::8], "nociga"] = -8
+    s = infer_schema(df, suggest=False)
+    free = LatentLayout.from_data(df, s)
+    ruled = LatentLayout.from_data(df, s.with_rules([NOCIGA]))
+    covered = NOCIGA.mask(df)
+    block = {b.name: b for b in ruled.categorical}["nociga[code]"]
+    assert np.all(block.codes[covered] == -1)  # structural: unobserved in the model
+    assert np.all(block.codes[~covered] >= 0)
+    free_block = {b.name: b for b in free.categorical}["nociga[code]"]
+    assert np.all(free_block.codes >= 0)  # without the rule every record informs it
+    # when the rule explains every code, the code is not modelled at all
+    plain = survey()
+    lay = LatentLayout.from_data(plain, infer_schema(plain, suggest=False).with_rules([NOCIGA]))
+    assert "nociga[code]" not in {b.name for b in lay.categorical}

@@ -185,6 +185,8 @@ def test_survey_codes_and_discrete_floats():
         "money": np.round(r.gamma(2, 500, n), 2),
         # negative values that are not codes (many distinct): a plain continuous column
         "change": r.normal(size=n),
+        # a few scattered negative amounts (losses), each held by one record: values
+        "income": np.r_[[-3000, -57500], r.integers(0, 90_000, n - 2)],
     })
     s = infer_schema(df, suggest=False)
     assert s["nociga"].type == "count" and s["nociga"].special_codes == (-8,)
@@ -192,4 +194,22 @@ def test_survey_codes_and_discrete_floats():
     assert s["score"].type == "ordinal"
     assert s["money"].type == "continuous" and s["money"].decimals == 2
     assert s["change"].special_codes == () and s["change"].type == "continuous"
+    assert s["income"].special_codes == () and s["income"].type == "continuous"
     assert Schema.from_json(s.to_json()) == s
+
+
+def test_derived_columns_are_checked_against_the_data(tmp_path):
+    r = np.random.default_rng(3)
+    df = pd.DataFrame({"h": r.integers(150, 200, 100).astype(float),
+                       "w": r.integers(45, 120, 100).astype(float)})
+    df["bmi"] = df.eval("w / (h / 100) ** 2")
+    s = infer_schema(df, suggest=False).with_formulas({"bmi": "w / (h / 100) ** 2"})
+    assert s.derived == ["bmi"] and Schema.from_json(s.to_json()) == s
+    validate_data(df, s)
+    wrong = s.with_formulas({"bmi": "w / h ** 2"})
+    with pytest.raises(errors.SchemaError, match="'bmi'.*does not reproduce it for 100"):
+        validate_data(df, wrong)
+    with pytest.raises(errors.SchemaError, match="'bmi'.*cannot be evaluated"):
+        validate_data(df, s.with_formulas({"bmi": "w / height"}))
+    with pytest.raises(errors.MissingColumnError, match="'BMI'"):
+        s.with_formulas({"BMI": "w"})

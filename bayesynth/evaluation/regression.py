@@ -119,6 +119,8 @@ def fit_regression(
         X = mm.rhs
         spec = mm.rhs.model_spec
     else:
+        # The stored design covers the predictors only: drop missing responses here.
+        std = std[std[response].notna()]
         X = spec.get_model_matrix(std, na_action="drop")
         y = std.loc[X.index, response].to_numpy(float)
     names = list(X.columns)

@@ -20,8 +20,8 @@ from bayesynth.errors import InvalidParameterError, NotFittedError, SchemaError
 from bayesynth.models.layout import LatentLayout, OrderedColumn
 from bayesynth.samplers.kernels import draw_z
 from bayesynth.schema import Schema, as_numbers, encode_levels, infer_schema, validate_data
-from bayesynth.synthesis.copula import _restore
-from bayesynth.synthesis.marginals import DiscreteMarginal, silverman_bandwidth
+from bayesynth.synthesis._output import _restore, finish, not_modelled
+from bayesynth.synthesis.marginals import DISCRETE_VALUES, DiscreteMarginal, silverman_bandwidth
 
 __all__ = ["RankLikelihoodSynthesizer", "CartSynthesizer"]
 
@@ -189,14 +189,16 @@ class CartSynthesizer:
     synthetic predictors fall into (so missing values are synthesised like any other value).
     Categorical predictors enter the trees as integer codes.
 
-    Numeric values drawn from a leaf are smoothed as synthpop's ``smoothing = "density"`` does:
+    Numeric values drawn from a leaf are smoothed as synthpop's ``smoothing = "density"`` does
+    (columns with more than 50 distinct values; others are discrete and keep their real values):
     each donor value gets Gaussian noise with the bandwidth of a kernel density estimate of the
     donors it was drawn from (Silverman's rule of thumb, R's ``bw.nrd0``: ``0.9 min(sd,
     IQR / 1.34) n^-1/5``), so that synthetic values are not copies of real ones. Point masses
     are kept exact: missing values, special codes, and values held by at least
     ``atom_share`` of the records (zeros, round amounts, top codes) are not smoothed. Smoothed
     values stay within the column's observed range, are rounded to whole numbers for integer
-    columns and to the column's decimals otherwise.
+    columns and to the column's decimals otherwise. Rules stated in the schema are enforced on
+    the synthetic records.
 
     Parameters
     ----------
@@ -259,10 +261,12 @@ class CartSynthesizer:
         self.schema_ = schema
         df = as_numbers(df)
         rng = np.random.default_rng(self.random_seed)
+        modelled = [c for c in schema.names if c not in not_modelled(df, schema)]
         order = (list(self.visit_sequence) if self.visit_sequence is not None
-                 else [str(c) for c in rng.permutation(schema.names)])
-        if sorted(order) != sorted(schema.names):
-            raise SchemaError("visit_sequence must list every column exactly once; got "
+                 else [str(c) for c in rng.permutation(modelled)])
+        if sorted(order) != sorted(modelled):
+            raise SchemaError("visit_sequence must list every modelled column (derived and "
+                              "rule-fixed ones aside) exactly once; got "
                               f"{order}.")
         self.visit_sequence_ = order
         self._real = df[schema.names].reset_index(drop=True).copy()
@@ -295,6 +299,8 @@ class CartSynthesizer:
             x = self._real[c].to_numpy(dtype=float, na_value=np.nan)
             x = x[~np.isnan(x)]
             vals, counts = np.unique(x, return_counts=True)
+            if len(vals) <= DISCRETE_VALUES:  # discrete: only real values come back
+                continue
             atoms = vals[counts >= self.atom_share * max(len(x), 1)]
             self._fixed[c] = np.union1d(atoms, np.asarray(col.special_codes, dtype=float))
             rest = x[~np.isin(x, self._fixed[c])]
@@ -356,7 +362,7 @@ class CartSynthesizer:
                     syn[target] = self._smooth(rng, target, syn[target].to_numpy(dtype=float),
                                                leaves, self._leaf_members[j])
             frame = pd.DataFrame({c: _restore(syn[c].to_numpy(), self.schema_[c])
-                                  for c in self.schema_.names})
-            out.append(frame)
+                                  for c in order})
+            out.append(finish(frame, self.schema_))
         return out
 

@@ -16,7 +16,13 @@ Every synthetic record is drawn jointly, with no variable ordering:
 3. the other latent columns from their conditional normal given eta, which is the conditional
    given z_cat under the factor model;
 4. each ordered column mapped back through its estimated marginal,
-   ``y = F_hat^-1(Phi(z / sqrt(Omega_jj)))``.
+   ``y = F_hat^-1(Phi(z / sqrt(Omega_jj)))``. A column the real data show for only some records
+   (missing values, special codes, records a rule fixes) has F_hat estimated from those records,
+   whose latent values follow the latent law *conditional on being shown*, not N(0, Omega_jj);
+   its values are read off the ranks of the latent values among the synthetic records that show
+   a value, ``y = F_hat^-1((rank - 1/2) / n_shown)``, as the rank likelihood reads the real ones;
+5. special codes and missing values written where their latent variables say, and the schema's
+   rules enforced.
 
 So a synthetic table follows the correlations between ordered columns, the implied level
 probabilities of every categorical variable and their joint law, and the category-conditional
@@ -38,26 +44,25 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 from scipy.special import log_ndtr, ndtr
+from scipy.stats import rankdata
 
 from bayesynth._io import atomic_write_dir
 from bayesynth.errors import NotFittedError, SchemaError
 from bayesynth.models.layout import MISSING_LEVEL, LatentLayout, mnp_levels
 from bayesynth.models.rank_probit_copula import get_layout, rank_probit_copula
-from bayesynth.rules import apply_rules, rule_mask
+from bayesynth.rules import rule_mask
 from bayesynth.samplers.kernels import draw_eta
 from bayesynth.samplers.sampling import sample as bs_sample
 from bayesynth.samplers.truncnorm import truncnorm
 from bayesynth.schema import (
-    ColumnSchema,
     Schema,
     as_numbers,
     encode_levels,
-    from_days,
     infer_schema,
-    is_datetime,
     validate_data,
     value_part,
 )
+from bayesynth.synthesis._output import _restore, finish, not_modelled
 from bayesynth.synthesis.marginals import (
     AtomMarginal,
     DiscreteMarginal,
@@ -407,7 +412,12 @@ class CopulaSynthesizer:
             if schema[t].type == "categorical":
                 raise SchemaError(f"target '{t}' is unordered categorical; BART targeting needs "
                                   "an ordered column.", column=t)
-        copula_cols = [c for c in schema.names if c not in targets]
+        skipped = not_modelled(df, schema)  # derived by formulas, or fixed by rules
+        clash = [t for t in targets if t in skipped]
+        if clash:
+            raise SchemaError(f"target '{clash[0]}' is derived by a formula or fixed by rules; "
+                              "it cannot be a BART target.", column=clash[0])
+        copula_cols = [c for c in schema.names if c not in targets and c not in skipped]
         if not copula_cols:
             raise SchemaError("Every column is a target; leave at least one in the copula.")
         cschema = Schema([schema[c] for c in copula_cols],
@@ -445,6 +455,8 @@ class CopulaSynthesizer:
                                int(b.reference)) for b in layout.categorical]
         self._ordered = [_Ordered(o.name, int(o.latent), o.kind) for o in layout.ordered]
         self.marginals_: dict[str, DiscreteMarginal | SmoothMarginal | AtomMarginal] = {}
+        self.partial_columns_ = [o.name for o in layout.ordered
+                                 if o.kind == "value" and np.any(o.codes < 0)]
         for o in layout.ordered:
             col = schema[o.name]
             if o.kind == "missing":
@@ -550,18 +562,34 @@ class CopulaSynthesizer:
                                max_tries=self.max_tries, n_sweeps=self.n_sweeps)
         sd = np.sqrt((Lam**2).sum(axis=1) + sig**2)
         frame = self._decode(z, codes, sd)
+        partial = [c for c in getattr(self, "partial_columns_", []) if c in frame]
+        if partial:
+            # A column observed for only some records (missing values, special codes, rules)
+            # has its marginal estimated from those records, whose latent values are not a
+            # N(0, Omega_jj) sample but that law conditional on being observed. So the values
+            # shown are read off the ranks of the latent values among the synthetic records
+            # that show a value, as the rank likelihood reads the real ones.
+            ruled = finish(frame, self.schema_)
+            shown = {}
+            for c in partial:
+                col = self.schema_[c]
+                m = ruled[c].notna().to_numpy().copy()
+                if col.special_codes:
+                    m &= ~ruled[c].isin(list(col.special_codes)).to_numpy()
+                m &= ~rule_mask(ruled, self.schema_.rules, c)
+                shown[c] = m
+            frame = self._decode(z, codes, sd, shown=shown)
         for tm in getattr(self, "targets_", []):
             vals = tm.synthesize(rng, frame, self.target_draw)
             col = self.schema_[tm.name]
             if col.type in ("binary", "ordinal"):
                 vals = np.array(col.levels, dtype=object)[vals.astype(np.int64)]
             frame[tm.name] = _restore(vals, col)
-        frame = frame[self.schema_.names]
-        if self.schema_.rules:  # the model leaves them out; enforce them exactly
-            frame = apply_rules(frame, self.schema_.rules)
-        return frame
+        # rules enforced exactly, derived columns computed (the model leaves both out)
+        return finish(frame, self.schema_)
 
-    def _decode(self, z: np.ndarray, codes: np.ndarray, sd: np.ndarray) -> pd.DataFrame:
+    def _decode(self, z: np.ndarray, codes: np.ndarray, sd: np.ndarray,
+                shown: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
         cols: dict[str, Any] = {}
         special: dict[str, np.ndarray] = {}
         for b_i, b in enumerate(self._blocks):
@@ -579,6 +607,10 @@ class CopulaSynthesizer:
                 missing[o.name] = self.marginals_[f"{o.name}[missing]"].ppf(u) > 0.5
                 continue
             col = self.schema_[o.name]
+            if shown is not None and o.name in shown and shown[o.name].any():
+                m = shown[o.name]
+                u = u.copy()
+                u[m] = (rankdata(z[m, o.latent]) - 0.5) / m.sum()
             y = self.marginals_[o.name].ppf(u)
             if col.type in ("binary", "ordinal"):
                 y = np.array(col.levels, dtype=object)[y.astype(np.int64)]
@@ -625,6 +657,7 @@ class CopulaSynthesizer:
             "ordered": [{"name": o.name, "latent": o.latent, "kind": o.kind}
                         for o in self._ordered],
             "marginals": {k: v.to_dict() for k, v in self.marginals_.items()},
+            "partial_columns": list(getattr(self, "partial_columns_", [])),
             "combos": None if self.combos_ is None else self.combos_.tolist(),
             "combo_probs": None if self.combo_probs_ is None else self.combo_probs_.tolist(),
             "targets": [{"name": tm.name, "design": tm.design.to_dict(),
@@ -690,6 +723,7 @@ class CopulaSynthesizer:
         obj._ordered = [_Ordered(o["name"], int(o["latent"]), o["kind"])
                         for o in state["ordered"]]
         obj.marginals_ = {k: marginal_from_dict(v) for k, v in state["marginals"].items()}
+        obj.partial_columns_ = list(state.get("partial_columns", []))
         if state.get("combos") is None:
             obj.combos_ = obj.combo_probs_ = None
         else:
@@ -710,20 +744,3 @@ def _version() -> str:
     from bayesynth import __version__
 
     return __version__
-
-
-def _restore(values: np.ndarray, col: ColumnSchema) -> pd.Series:
-    """Give synthetic values the dtype (and categories) of the source column."""
-    dtype = col.dtype or "object"
-    if is_datetime(dtype):
-        return from_days(values, dtype)
-    if dtype == "category":
-        return pd.Series(pd.Categorical(values, categories=list(col.levels),
-                                        ordered=col.ordered))
-    s = pd.Series(values)
-    try:
-        if pd.api.types.is_integer_dtype(pd.api.types.pandas_dtype(dtype)) and s.isna().any():
-            return s.astype("Int64")
-        return s.astype(dtype)
-    except (TypeError, ValueError):
-        return s

@@ -84,3 +84,14 @@ def test_bayes_horseshoe_close_to_ols(rng):
     # strong signals are barely shrunk by the horseshoe
     assert bay.loc["x1", "estimate"] == pytest.approx(ols.loc["x1", "estimate"], abs=0.15)
     assert (bay["upper"] > bay["lower"]).all()
+
+
+def test_missing_responses_in_synthetic_data_are_dropped(rng):
+    n = 400
+    x = rng.normal(size=n)
+    real = pd.DataFrame({"x": x, "y": 1 + 2 * x + rng.normal(size=n)})
+    real.loc[:30, "y"] = np.nan
+    shuffled = real.sample(frac=1, random_state=1)  # the same records, another order
+    comp = regression_inference(real, [shuffled], "y ~ x")
+    assert comp.summary["mean_cio"].iloc[0] == pytest.approx(1.0)
+    assert comp.summary["mean_std_sq_error"].iloc[0] == pytest.approx(0.0, abs=1e-12)

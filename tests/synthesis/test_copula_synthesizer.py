@@ -198,9 +198,11 @@ def _survey(n: int = 500, seed: int = 5) -> pd.DataFrame:
     raw = np.exp(7.3 + 0.01 * (age - 50) + 0.4 * r.standard_normal(n))
     income = np.where(r.random(n) < 0.3, np.round(raw, -3), np.round(raw)).astype(np.int64)
     income[r.random(n) < 0.1] = -9
+    money = np.round(r.gamma(2.0, 50.0, n), 2)
     return pd.DataFrame({
-        "age": age, "smoke": smoke, "nociga": nociga, "income": income,
-        "money": np.round(r.gamma(2.0, 50.0, n), 2),
+        "age": age, "smoke": smoke, "nociga": nociga, "income": income, "money": money,
+        "yearly": np.round(money * 12, 2),  # derived: a formula of money
+        "old": np.where(age >= 65, "yes", "no"),  # derived: fixed by rules on age
         "visit": pd.Timestamp("2021-01-01") + pd.to_timedelta(r.integers(0, 365, n), unit="D"),
     })
 
@@ -213,7 +215,9 @@ def survey_fit():
     schema = bs.infer_schema(df)
     rule = Rule("nociga", -8, (("smoke", ("NO",)),))
     assert rule in schema.suggested_rules  # found in the data, not applied
-    schema = schema.with_rules([rule])
+    old_rules = [Rule("old", "yes", (("age", tuple(range(65, 90))),)),
+                 Rule("old", "no", (("age", tuple(range(18, 65))),))]
+    schema = schema.with_rules([rule, *old_rules]).with_formulas({"yearly": "money * 12"})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         syn = bs.CopulaSynthesizer(schema, draws=150, tune=150, chains=1, random_seed=2,
@@ -224,9 +228,13 @@ def survey_fit():
 def test_special_codes_rules_integers_and_dates_survive(survey_fit):
     df, schema, syn, frames = survey_fit
     assert schema["nociga"].special_codes == (-8,) and schema["income"].special_codes == (-9,)
+    assert "yearly" not in syn.latent_names_ and not any("old" in c for c in syn.latent_names_)
     for out in frames:
-        # the stated rule holds in every synthetic record
+        # the stated rules hold in every synthetic record; derived columns follow their formula
         assert (out.loc[out["smoke"] == "NO", "nociga"] == -8).all()
+        assert ((out["age"] >= 65) == (out["old"] == "yes")).all()
+        assert np.allclose(out["yearly"], (out["money"] * 12).round(2), atol=1e-9, rtol=0)
+        assert list(out.columns) == list(df.columns)
         # a discrete column never gets a value the real column does not have
         assert set(out["nociga"]) <= set(df["nociga"])
         # integer columns come back integer, with the real dtype
@@ -257,3 +265,24 @@ def test_survey_synthesizer_round_trip(survey_fit, tmp_path):
     assert back.schema_.rules == schema.rules
     a, b = syn.sample(m=1, random_seed=9)[0], back.sample(m=1, random_seed=9)[0]
     pd.testing.assert_frame_equal(a, b)
+
+
+def test_informative_missingness_keeps_the_observed_marginal():
+    """y is missing exactly when x is high: the latent values of the records showing y are the
+    low part of its latent law, so y must be decoded from ranks among the shown records."""
+    r = np.random.default_rng(11)
+    n = 800
+    x = r.standard_normal(n)
+    y = np.round(np.exp(x + 0.5 * r.standard_normal(n)), 3)
+    df = pd.DataFrame({"x": np.round(x, 3), "y": np.where(x > 0.3, np.nan, y)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        syn = bs.CopulaSynthesizer(n_factors=1, draws=150, tune=150, chains=1, random_seed=4,
+                                   progressbar=False).fit(df)
+    [s] = syn.sample(m=1, n_rows=4000, random_seed=5)
+    assert syn.partial_columns_ == ["y"]
+    real_y, syn_y = df["y"].dropna(), s["y"].dropna()
+    n1, n2 = len(real_y), len(syn_y)
+    crit = 1.95 * np.sqrt((n1 + n2) / (n1 * n2))  # two-sample KS, alpha = 0.001
+    assert ks_distance(real_y, syn_y) < crit
+    assert abs(s["y"].isna().mean() - df["y"].isna().mean()) < 0.06

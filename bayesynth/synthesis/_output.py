@@ -1,0 +1,75 @@
+"""Finishing a synthetic table: dtypes restored, rules enforced, derived columns computed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from bayesynth.rules import apply_rules, rule_mask
+from bayesynth.schema import ColumnSchema, Schema, evaluate_formula, from_days, is_datetime
+
+__all__ = ["not_modelled", "finish"]
+
+
+def not_modelled(df: pd.DataFrame, schema: Schema) -> list[str]:
+    """Columns a synthesizer leaves out of its model: derived by a formula, or fixed by rules
+    for every record of the training data."""
+    out = list(schema.derived)
+    for c in schema.names:
+        if c not in out and schema.rules and rule_mask(df, schema.rules, c).all():
+            out.append(c)
+    return out
+
+
+def _round(values: pd.Series, col: ColumnSchema) -> np.ndarray:
+    x = pd.to_numeric(values, errors="coerce").to_numpy(float)
+    if col.integer:
+        return np.round(x)
+    if col.decimals is not None:
+        return np.round(x, col.decimals)
+    return x
+
+
+def finish(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:
+    """Add the columns that were not modelled, enforce the rules, compute derived columns.
+
+    Columns absent from ``frame`` start missing; rules are applied, then formulas (rounded
+    to each column's precision), then the rules again (a rule may name a derived column).
+    Returns the columns in schema order.
+    """
+    out = frame.copy()
+    n = len(out)
+    added = [c for c in schema.names if c not in out]
+    for c in added:
+        out[c] = _restore(np.full(n, None, dtype=object), schema[c])
+    if schema.rules:
+        out = apply_rules(out, schema.rules)
+    for c in schema.derived:
+        col = schema[c]
+        out[c] = _restore(_round(evaluate_formula(out, col), col), col)
+    if schema.rules and schema.derived:
+        out = apply_rules(out, schema.rules)
+    for c in added:  # filled by rules or formulas: back to the source dtype when complete
+        if out[c].notna().all() and schema[c].dtype and not is_datetime(schema[c].dtype):
+            try:
+                out[c] = out[c].astype(schema[c].dtype)
+            except (TypeError, ValueError):
+                pass
+    return out[schema.names]
+
+
+def _restore(values: np.ndarray, col: ColumnSchema) -> pd.Series:
+    """Give synthetic values the dtype (and categories) of the source column."""
+    dtype = col.dtype or "object"
+    if is_datetime(dtype):
+        return from_days(values, dtype)
+    if dtype == "category":
+        return pd.Series(pd.Categorical(values, categories=list(col.levels),
+                                        ordered=col.ordered))
+    s = pd.Series(values)
+    try:
+        if pd.api.types.is_integer_dtype(pd.api.types.pandas_dtype(dtype)) and s.isna().any():
+            return s.astype("Int64")
+        return s.astype(dtype)
+    except (TypeError, ValueError):
+        return s
