@@ -16,7 +16,6 @@ rather than added as a potential, which pymc-bart would evaluate for every parti
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,8 +24,9 @@ import pandas as pd
 import pymc as pm
 import pytensor.tensor as pt
 
-from bayesynth.errors import SchemaError
+from bayesynth.errors import IncompatibleModelError, SchemaError
 from bayesynth.models.layout import LatentLayout, register_layout
+from bayesynth.models.metadata import attach_metadata, model_metadata
 from bayesynth.schema import Schema, encode_levels, infer_schema, validate_data
 
 __all__ = ["bart_rank_regression", "BartDesign", "training_matrix"]
@@ -167,18 +167,18 @@ def bart_rank_regression(
         # X is a plain array: pymc-bart handles missing covariates, pm.Data does not.
         f = pmb.BART("f", X=X.copy(), Y=z0, m=m, alpha=alpha, beta=beta,
                      split_rules=design.split_rules(), dims="record")
-        prec = pm.Gamma("prec", alpha=a_sigma, beta=b_sigma, initval=1.0)
+        prec = pm.Gamma("prec", alpha=a_sigma, beta=b_sigma)
         sigma = pm.Deterministic("sigma", 1.0 / pt.sqrt(prec))
         pm.Normal("z_obs", mu=f, sigma=sigma, observed=z, dims="record")
     register_layout(model, layout)
-    _TRAINING_X[model] = X
+    attach_metadata("bart_design", X, model)
     return model
-
-
-_TRAINING_X: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def training_matrix(model: pm.Model) -> np.ndarray:
     """The covariate matrix a BART rank regression was built with (before pymc-bart's jitter of
     tied values, which it applies to its own copy)."""
-    return _TRAINING_X[model]
+    X = model_metadata(model, "bart_design")
+    if X is None:
+        raise IncompatibleModelError("This model was not built by bart_rank_regression.")
+    return X

@@ -17,7 +17,6 @@ cell probabilities ``P_<t>`` (stored) and the full-table probabilities
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -26,6 +25,7 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from bayesynth.errors import DataValidationError, InputTypeError, SchemaError
+from bayesynth.models.metadata import attach_metadata, model_metadata
 from bayesynth.privacy import NoisyMarginal, PrivateMarginals
 
 __all__ = ["latent_class_dp_model", "LatentClassSpec", "latent_class_spec", "cell_labels",
@@ -53,12 +53,9 @@ class LatentClassSpec:
         return f"t{t}"
 
 
-_SPECS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def latent_class_spec(model: pm.Model) -> LatentClassSpec | None:
     """The spec of a model built by :func:`latent_class_dp_model` (None for other models)."""
-    return _SPECS.get(model)
+    return model_metadata(model, "latent_class")
 
 
 def cell_labels(variables: Sequence[str], levels: Mapping[str, Sequence]) -> list[str]:
@@ -183,8 +180,7 @@ def latent_class_dp_model(
             P = _table_probabilities(pi, [psi[var] for var in t.variables])
             P = pm.Deterministic(f"P_t{i}", P, dims=f"cell_t{i}")
             noisy = np.asarray(t.counts, dtype=np.int64).reshape(-1)
-            M = pm.Multinomial(f"M_t{i}", n=int(n), p=P, dims=f"cell_t{i}",
-                               initval=_initial_counts(noisy, int(n)))
+            M = pm.Multinomial(f"M_t{i}", n=int(n), p=P, dims=f"cell_t{i}")
             log_q = -t.epsilon / t.sensitivity
 
             def logp(value, m, log_q=log_q):
@@ -201,9 +197,9 @@ def latent_class_dp_model(
         if full_table:
             pm.Deterministic("cell_prob", _table_probabilities(pi, [psi[v] for v in variables]),
                              dims="cell")
-    _SPECS[model] = LatentClassSpec(
+    attach_metadata("latent_class", LatentClassSpec(
         variables=variables, levels=domain, tables=tuple(t.variables for t in tables),
         noisy=tuple(np.asarray(t.counts, np.int64).reshape(-1) for t in tables),
         log_q=tuple(-t.epsilon / t.sensitivity for t in tables), n=int(n), k=int(k),
-        alpha=float(alpha), psi_prior=float(psi_prior))
+        alpha=float(alpha), psi_prior=float(psi_prior)), model)
     return model

@@ -48,7 +48,6 @@ The layout also holds the flat index arrays that the compiled z-step kernel walk
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -598,15 +597,17 @@ def same_variable_level_pairs(latent_names: list[str], level_names: list[str]) -
     return out
 
 
-_REGISTERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def register_layout(model, layout: LatentLayout) -> None:
     """Attach a layout to a model whose latent data are not a free variable (see
-    :func:`bayesynth.models.bart_rank_regression`)."""
-    _REGISTERED[model] = layout
+    :func:`bayesynth.models.bart_rank_regression`); it travels with the model through PyMC's
+    model transforms (:mod:`bayesynth.models.metadata`)."""
+    from bayesynth.models.metadata import attach_metadata
+
+    attach_metadata("layout", layout, model)
 
 
 def registered_layout(model) -> LatentLayout | None:
     """The layout attached by :func:`register_layout`, if any."""
-    return _REGISTERED.get(model)
+    from bayesynth.models.metadata import model_metadata
+
+    return model_metadata(model, "layout")

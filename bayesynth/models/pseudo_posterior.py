@@ -33,7 +33,6 @@ Example: a user's own model (a Poisson regression) ready for every mechanism::
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +43,7 @@ import pymc as pm
 import pytensor
 import pytensor.graph.replace
 import pytensor.tensor as pt
+from pytensor.graph.traversal import ancestors
 
 from bayesynth.errors import (
     ColumnTypeError,
@@ -51,6 +51,7 @@ from bayesynth.errors import (
     InvalidParameterError,
     TooFewRowsError,
 )
+from bayesynth.models.metadata import attach_metadata, metadata_names, model_metadata
 
 __all__ = [
     "weighted_observed",
@@ -63,9 +64,6 @@ __all__ = [
     "negative_binomial",
     "linear_regression",
 ]
-
-_RECORDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
 
 @dataclass(frozen=True)
 class ObservedInfo:
@@ -166,7 +164,7 @@ def weighted_observed(
     rv = pm.CustomDist(name, *params, wdata, dist=dist_fn, logp=logp_fn, observed=observed,
                        dims=dims)
     raw = pm.logp(base(*params), pt.as_tensor_variable(observed))
-    _RECORDS.setdefault(model, {})[name] = ObservedInfo(name, raw, w, bound, dp_refusal)
+    attach_metadata(f"records_{name}", ObservedInfo(name, raw, w, bound, dp_refusal), model)
     return rv
 
 
@@ -202,7 +200,7 @@ def observed_name(model: pm.Model) -> str:
     -------
     str
     """
-    names = list(_RECORDS.get(model, {}))
+    names = [n[len("records_"):] for n in metadata_names(model, "records_")]
     if len(names) != 1:
         raise InvalidParameterError(
             "The model needs exactly one variable built with weighted_observed; found "
@@ -221,7 +219,18 @@ def observed_info(model: pm.Model) -> ObservedInfo:
     -------
     ObservedInfo
     """
-    return _RECORDS[model][observed_name(model)]
+    info = model_metadata(model, f"records_{observed_name(model)}")
+    # The raw graph was built on the model the factory returned; after clone_model, pm.observe
+    # or pm.do, rebind it to this model's variables (matched by name).
+    repl = {}
+    for var in ancestors([info.raw]):
+        name = getattr(var, "name", None)
+        if name and name in model.named_vars and model.named_vars[name] is not var:
+            repl[var] = model.named_vars[name]
+    if not repl:
+        return info
+    raw = pytensor.graph.replace.graph_replace(info.raw, repl, strict=False)
+    return ObservedInfo(info.name, raw, info.weights, info.censor, info.dp_refusal)
 
 
 def _posterior(idata) -> Any:

@@ -14,8 +14,10 @@ import numpy as np
 import pandas as pd
 import pymc as pm
 import pytensor.tensor as pt
+from pymc.distributions.distribution import _support_point
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
+from pytensor.tensor.random.basic import NormalRV
 
 from bayesynth.errors import SchemaError
 from bayesynth.models.layout import CATEGORICAL_LIKELIHOODS, LatentLayout, registered_layout
@@ -68,6 +70,34 @@ class RankProbitConstraint(Op):
 
     def __str__(self) -> str:
         return "RankProbitConstraint"
+
+
+class LatentNormalRV(NormalRV):
+    """The copula's latent data: ``N(mu, sigma)`` whose support point is a valid start.
+
+    PyMC starts a variable at its support point (here the mean, which breaks every rank
+    constraint) unless the model bakes in an initial value, and a model with baked-in initial
+    values cannot be copied (``clone_model``, ``pm.observe``, ``pm.do``). This op carries the
+    layout's start instead (latent data at the normal scores of the ranks), so the model's
+    default initial point satisfies the constraints and the model stays transformable.
+    """
+
+    def __init__(self, start: np.ndarray | None = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.start = None if start is None else np.asarray(start, dtype=float)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __hash__(self) -> int:
+        return id(self)
+
+
+@_support_point.register(LatentNormalRV)
+def _latent_support_point(op, rv, *inputs):  # noqa: ARG001
+    if op.start is None:
+        return pt.broadcast_to(inputs[-2], rv.shape)
+    return pt.as_tensor_variable(op.start)
 
 
 def get_layout(model: pm.Model) -> LatentLayout:
@@ -327,37 +357,33 @@ def rank_probit_copula(
         if "Lambda" in priors:
             Lambda = priors["Lambda"]("Lambda", ("latent", "factor"))
         else:
-            delta = pm.Gamma(
-                "delta", alpha=np.r_[a1, np.full(k - 1, a2)], beta=1.0, dims="factor",
-                initval=np.ones(k),
-            )
+            delta = pm.Gamma("delta", alpha=np.r_[a1, np.full(k - 1, a2)], beta=1.0,
+                             dims="factor")
             tau = pm.Deterministic("tau", pt.cumprod(delta), dims="factor")
-            phi = pm.Gamma("phi", alpha=nu / 2.0, beta=nu / 2.0, dims=("latent", "factor"),
-                           initval=np.ones((p, k)))
+            phi = pm.Gamma("phi", alpha=nu / 2.0, beta=nu / 2.0, dims=("latent", "factor"))
             Lambda = pm.Normal("Lambda", mu=0.0, sigma=1.0 / pt.sqrt(phi * tau[None, :]),
-                               dims=("latent", "factor"), initval=np.zeros((p, k)))
+                               dims=("latent", "factor"))
         alpha_full = pt.zeros(p)
         alpha = None
         if len(lvl):
             if "alpha" in priors:
                 alpha = priors["alpha"]("alpha", ("level",))
             else:
-                alpha = pm.Normal("alpha", mu=alpha_mu, sigma=alpha_sigma, dims="level",
-                                  initval=np.zeros(len(lvl)))
+                alpha = pm.Normal("alpha", mu=alpha_mu, sigma=alpha_sigma, dims="level")
             alpha_full = pt.set_subtensor(alpha_full[lvl], alpha)
         if "sigma" in priors:
             sigma_free = priors["sigma"]("sigma_free", ("free_scale",))
         else:
-            prec = pm.Gamma("prec", alpha=a_sigma, beta=b_sigma, dims="free_scale",
-                            initval=np.ones(len(free)))
+            prec = pm.Gamma("prec", alpha=a_sigma, beta=b_sigma, dims="free_scale")
             sigma_free = 1.0 / pt.sqrt(prec)
         sigma = pm.Deterministic("sigma", pt.set_subtensor(pt.ones(p)[free], sigma_free),
                                  dims="latent")
-        eta = pm.Normal("eta", mu=0.0, sigma=1.0, dims=("record", "factor"),
-                        initval=np.zeros((len(data), k)))
+        eta = pm.Normal("eta", mu=0.0, sigma=1.0, dims=("record", "factor"))
         mu = alpha_full[None, :] + pt.dot(eta, Lambda.T)
-        z = pm.Normal("z", mu=mu, sigma=sigma[None, :], dims=("record", "latent"),
-                      initval=z0)
+        # N(mu, sigma) latent data whose default start is inside the rank constraints
+        z = model.register_rv(
+            LatentNormalRV(z0, dtype="float64")(mu, sigma[None, :], size=(len(data), p)),
+            "z", dims=("record", "latent"))
         pm.Potential("rank_probit", RankProbitConstraint(layout)(z))
         omega = pt.dot(Lambda, Lambda.T) + pt.diag(sigma**2)
         d = pt.sqrt(pt.diag(omega))

@@ -225,8 +225,28 @@ def sample(
     elif _is_copula(model):
         copula = True
         steps = list(assign_copula_steps(model, collapse_levels=collapse_levels))
+        # Neutral start: unit shrinkage and residual precisions (the latent data start at the
+        # normal scores of the ranks through their support point; loadings and factor scores
+        # at zero). Given at sampling time, so the model itself stays transformable.
+        start = {name: np.ones(tuple(model[name].shape.eval()))
+                 for name in ("delta", "phi", "prec") if name in model.named_vars
+                 and model[name] in model.free_RVs}
+        if start:
+            given = kwargs.get("initvals")
+            if given is None or isinstance(given, dict):
+                kwargs["initvals"] = {**start, **(given or {})}
     elif latent_class_spec(model) is not None:
         steps = latent_class_steps(model)
+        # Start the true counts at the noisy ones made feasible (given at sampling time, so
+        # the model itself stays transformable).
+        from bayesynth.models.latent_class_dp import _initial_counts
+
+        spec = latent_class_spec(model)
+        start = {f"M_t{i}": _initial_counts(noisy, spec.n) for i, noisy in enumerate(spec.noisy)
+                 if f"M_t{i}" in model.named_vars and model[f"M_t{i}"] in model.free_RVs}
+        given = kwargs.get("initvals")
+        if start and (given is None or isinstance(given, dict)):
+            kwargs["initvals"] = {**start, **(given or {})}
     else:
         steps = []  # any other model: PyMC's own step assignment (NUTS for continuous)
     if step is not None:
