@@ -50,7 +50,7 @@ from bayesynth import (  # noqa: E402
     samplers,
     synthesis,
 )
-from bayesynth.samplers import sample  # noqa: E402
+from bayesynth.samplers import sample, steps  # noqa: E402
 from bayesynth.synthesis import (  # noqa: E402
     CartSynthesizer,
     CopulaSynthesizer,
@@ -64,6 +64,7 @@ __all__ = [
     "infer_schema",
     "validate_data",
     "sample",
+    "steps",
     "CopulaSynthesizer",
     "RankLikelihoodSynthesizer",
     "CartSynthesizer",

@@ -1,7 +1,15 @@
-"""Custom PyMC step methods and their compiled kernels."""
+"""Custom PyMC step methods and their compiled kernels.
+
+Importing this module adds the copula's Gibbs blocks to ``pymc.STEP_METHODS``: their
+``competence`` is IDEAL only for the copula structure they were written for (and INCOMPATIBLE
+for any other variable), so PyMC's automatic assignment picks them for copula models and nothing
+changes for other models. :func:`steps` gives the full set, group moves included.
+"""
+
+import pymc as _pm
 
 from bayesynth.samplers import kernels
-from bayesynth.samplers.sampling import assign_copula_steps, sample
+from bayesynth.samplers.sampling import assign_copula_steps, sample, steps
 from bayesynth.samplers.steps import (
     COPULA_STEPS,
     CopulaGibbsStep,
@@ -14,7 +22,13 @@ from bayesynth.samplers.steps import (
 )
 from bayesynth.samplers.truncnorm import truncnorm
 
+for _cls in (LatentGibbs, FactorScoresGibbs, LoadingsGibbs, ShrinkageGibbs, PrecisionGibbs,
+             InterceptGibbs):
+    if _cls not in _pm.STEP_METHODS:
+        _pm.STEP_METHODS.append(_cls)
+
 __all__ = [
+    "steps",
     "sample",
     "assign_copula_steps",
     "kernels",

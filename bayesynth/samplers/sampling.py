@@ -27,7 +27,7 @@ from bayesynth.samplers.steps import (
     LatentGibbs,
 )
 
-__all__ = ["sample", "assign_copula_steps", "IDENTIFIED_VARS", "LATENT_VARS"]
+__all__ = ["steps", "sample", "assign_copula_steps", "IDENTIFIED_VARS", "LATENT_VARS"]
 
 _log = logging.getLogger("bayesynth")
 
@@ -65,6 +65,7 @@ def assign_copula_steps(
     """
     model = modelcontext(model)
     steps: list[CopulaGibbsStep] = []
+    skipped: list[tuple[type, Exception]] = []
     for cls in COPULA_STEPS:
         kwargs = {"collapse_levels": collapse_levels} if cls is FactorScoresGibbs else {}
         try:
@@ -72,7 +73,17 @@ def assign_copula_steps(
         except IncompatibleModelError as err:
             if cls is LatentGibbs:
                 raise
-            _log.info("%s not used (%s); PyMC samples %s.", cls.__name__, err, cls.targets)
+            skipped.append((cls, err))
+    covered = {v.name for st in steps for v in st.vars}
+    leftover = [model.values_to_rvs[v].name for v in model.value_vars if v.name not in covered]
+    for cls, err in skipped:
+        if cls.primary and leftover:
+            what = (f"PyMC's own step (NUTS for continuous variables) samples {leftover} "
+                    "instead")
+        else:
+            what = "the other steps still sample the posterior, with one move fewer"
+        warnings.warn(f"{cls.__name__} is not used ({err}); {what}.", UserWarning,
+                      stacklevel=3)
     return steps
 
 
@@ -126,6 +137,59 @@ def _check_convergence(idata: az.InferenceData) -> None:
             RuntimeWarning,
             stacklevel=3,
         )
+
+
+def steps(
+    model: pm.Model | None = None,
+    *,
+    random_seed: int | Sequence[int] | np.random.Generator | None = None,
+    collapse_levels: bool = False,
+    pgbart_kwargs: dict[str, Any] | None = None,
+) -> list:
+    """bayesynth's step methods for ``model``, for :func:`pymc.sample`.
+
+    ``pm.sample(model=model, step=bs.steps(model))`` samples a bayesynth model with its custom
+    steps: for the rank-probit copula every Gibbs block that fits the model's priors plus the
+    exact group moves (:mod:`bayesynth.samplers.steps`), for a BART rank regression a seeded
+    PGBART and the latent-data step, for a latent class model for private counts its count
+    moves and Gibbs steps. PyMC assigns its own steps to any variable left over (a replaced
+    prior, a variable a user added). A model of another kind gets an empty list (PyMC's default
+    assignment). :func:`bayesynth.sample` is a convenience over exactly this.
+
+    PyMC's automatic assignment alone (``with model: pm.sample()``) also picks the copula's
+    Gibbs blocks, whose ``competence`` recognises the structure they were written for, but not
+    the group moves, which no single variable calls for; it is correct and mixes more slowly.
+
+    Parameters
+    ----------
+    model : pymc.Model, optional
+        Taken from the context when omitted.
+    random_seed : int, sequence of int or Generator, optional
+        Seeds pymc-bart's global random state for BART models (PyMC seeds the others).
+    collapse_levels : bool, default False
+        See :func:`sample`.
+    pgbart_kwargs : dict, optional
+        See :func:`sample`.
+
+    Returns
+    -------
+    list
+        Step method instances.
+
+    Warns
+    -----
+    UserWarning
+        When a prior a user replaced turns one of the custom steps off; the message names the
+        step and what samples its variables instead.
+    """
+    model = modelcontext(model)
+    if has_bart(model):
+        return bart_steps(model, random_seed=random_seed, **(pgbart_kwargs or {}))
+    if _is_copula(model):
+        return list(assign_copula_steps(model, collapse_levels=collapse_levels))
+    if latent_class_spec(model) is not None:
+        return latent_class_steps(model)
+    return []
 
 
 def sample(
@@ -217,14 +281,14 @@ def sample(
     """
     model = modelcontext(model)
     copula = False
+    found: list[Any] = steps(model, random_seed=random_seed, collapse_levels=collapse_levels,
+                             pgbart_kwargs=pgbart_kwargs)
     if has_bart(model):
-        # BART rank regression: seeded PGBART + latent/precision Gibbs. Chains run one after
-        # the other so that pymc-bart's stored trees follow the (chain, draw) order of the trace.
-        steps: list[Any] = bart_steps(model, random_seed=random_seed, **(pgbart_kwargs or {}))
+        # Chains run one after the other so that pymc-bart's stored trees follow the
+        # (chain, draw) order of the trace.
         cores = 1
     elif _is_copula(model):
         copula = True
-        steps = list(assign_copula_steps(model, collapse_levels=collapse_levels))
         # Neutral start: unit shrinkage and residual precisions (the latent data start at the
         # normal scores of the ranks through their support point; loadings and factor scores
         # at zero). Given at sampling time, so the model itself stays transformable.
@@ -236,7 +300,6 @@ def sample(
             if given is None or isinstance(given, dict):
                 kwargs["initvals"] = {**start, **(given or {})}
     elif latent_class_spec(model) is not None:
-        steps = latent_class_steps(model)
         # Start the true counts at the noisy ones made feasible (given at sampling time, so
         # the model itself stays transformable).
         from bayesynth.models.latent_class_dp import _initial_counts
@@ -247,12 +310,10 @@ def sample(
         given = kwargs.get("initvals")
         if start and (given is None or isinstance(given, dict)):
             kwargs["initvals"] = {**start, **(given or {})}
-    else:
-        steps = []  # any other model: PyMC's own step assignment (NUTS for continuous)
     if step is not None:
-        steps.extend(step if isinstance(step, list | tuple) else [step])
+        found.extend(step if isinstance(step, list | tuple) else [step])
     kwargs.setdefault("compute_convergence_checks", False)
-    if steps:  # no jitter: the latent data must start inside the constraint set
+    if found:  # no jitter: the latent data must start inside the constraint set
         kwargs.setdefault("init", "adapt_diag")
     kwargs["cores"] = cores if cores is not None else max(1, min(chains, os.cpu_count() or 1))
     if multiprocessing.current_process().daemon:
@@ -264,7 +325,7 @@ def sample(
             draws=draws,
             tune=tune,
             chains=chains,
-            step=steps or None,
+            step=found or None,
             random_seed=random_seed,
             var_names=_trace_names(model, keep_latent),
             progressbar=progressbar,

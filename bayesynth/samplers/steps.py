@@ -186,6 +186,12 @@ class CopulaStructure:
 _STRUCTURES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+def _is_copula_latent(var) -> bool:
+    from bayesynth.models.rank_probit_copula import LatentNormalRV
+
+    return var.owner is not None and isinstance(var.owner.op, LatentNormalRV)
+
+
 def _compile_point_fn(model: pm.Model, graph):
     [graph] = model.replace_rvs_by_values([graph])
     return model.compile_fn(graph, inputs=model.value_vars, on_unused_input="ignore",
@@ -284,7 +290,13 @@ class CopulaGibbsStep(BlockedStep):
     stats_dtypes_shapes = {"tune": (bool, [])}
     _state_class = CopulaGibbsState
 
-    def __init__(self, vars=None, *, model=None, rng=None, blocked: bool = True):
+    #: The variables this step is the Gibbs block of (PyMC's automatic assignment gives them
+    #: to it); empty for the extra group moves, which only :func:`bayesynth.steps` adds.
+    primary: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, vars=None, *, model=None, rng=None, blocked: bool = True,
+                 **pymc_kwargs: Any):
+        # pymc_kwargs: what PyMC's automatic assignment passes (initial_point, compile_kwargs)
         model = modelcontext(model)
         self.structure = copula_structure(model)
         rvs = [_free_rv(model, n) for n in self.targets]
@@ -320,10 +332,32 @@ class CopulaGibbsStep(BlockedStep):
         self._update(new)
         return new, [{"tune": self.tune}]
 
-    @staticmethod
-    def competence(var, has_grad):  # noqa: D102
-        # Never chosen automatically; bayesynth.sample assigns these steps explicitly.
-        return Competence.INCOMPATIBLE
+    @classmethod
+    def competence(cls, var, has_grad):
+        """IDEAL for the variables this step is the Gibbs block of, in a copula model whose
+        structure and priors it was written for; INCOMPATIBLE otherwise.
+
+        The copula's latent data are recognised by their op alone; the other blocks need the
+        model, which PyMC's automatic assignment does not pass: it is read from the model
+        context (``with model: pm.sample()``).
+        """
+        name = getattr(var, "name", None)
+        if name not in cls.primary:
+            return Competence.INCOMPATIBLE
+        try:
+            model = modelcontext(None)
+        except TypeError:
+            model = None
+        if model is None or name not in model.named_vars or model[name] is not var:
+            if cls is LatentGibbs and _is_copula_latent(var):
+                return Competence.IDEAL
+            return Competence.INCOMPATIBLE
+        try:
+            copula_structure(model)
+            cls(model=model)
+        except IncompatibleModelError:
+            return Competence.INCOMPATIBLE
+        return Competence.IDEAL
 
 
 # -------------------------------------------------------------------------------- the blocks
@@ -334,6 +368,7 @@ class LatentGibbs(CopulaGibbsStep):
 
     name = "latent_gibbs"
     targets = ("z",)
+    primary = ("z",)
 
     def _setup(self, model):
         self._last: np.ndarray | None = None
@@ -362,6 +397,7 @@ class FactorScoresGibbs(CopulaGibbsStep):
 
     name = "factor_scores_gibbs"
     targets = ("eta",)
+    primary = ("eta",)
     stats_dtypes_shapes = {"tune": (bool, []), "accept": (float, [])}
 
     def __init__(self, vars=None, *, model=None, rng=None, blocked: bool = True,
@@ -401,6 +437,7 @@ class LoadingsGibbs(CopulaGibbsStep):
 
     name = "loadings_gibbs"
     targets = ("Lambda",)
+    primary = ("Lambda",)
 
     def _setup(self, model):
         _, sd = _normal_prior(model, "Lambda", "LoadingsGibbs", zero_mean=True)
@@ -446,6 +483,7 @@ class ShrinkageGibbs(CopulaGibbsStep):
 
     name = "shrinkage_gibbs"
     targets = ("phi", "delta")
+    primary = ("phi", "delta")
 
     def _setup(self, model):
         shape, rate = _fixed_gamma(model, "phi", "ShrinkageGibbs")
@@ -486,6 +524,7 @@ class PrecisionGibbs(CopulaGibbsStep):
 
     name = "precision_gibbs"
     targets = ("prec",)
+    primary = ("prec",)
 
     def _setup(self, model):
         shape, rate = _fixed_gamma(model, "prec", "PrecisionGibbs")
@@ -531,6 +570,7 @@ class InterceptGibbs(CopulaGibbsStep):
 
     name = "intercept_gibbs"
     targets = ("alpha", "Lambda", "z")
+    primary = ("alpha",)
     stats_dtypes_shapes = {"tune": (bool, []), "accept_rows": (float, [])}
     rare_share: ClassVar[float] = 0.1
     row_budget: ClassVar[float] = 5e7

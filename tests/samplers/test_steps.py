@@ -161,3 +161,78 @@ def test_convergence_warning_reads_the_quantities_synthesis_uses(mixed_df):
         _check_convergence(as_idata(0.5))
     msgs = [str(w.message) for w in caught if "Largest R-hat" in str(w.message)]
     assert len(msgs) == 1 and lay.latent_names[-1] in msgs[0]
+
+
+# ------------------------------------------------------------------- steps chosen the PyMC way
+
+
+def _small_copula():
+    import bayesynth as bs
+
+    df = bs.datasets.simulate_child_health(n=80, random_seed=5)[["m_race", "male", "read",
+                                                                 "mage", "ndi_birth"]]
+    return bs.models.rank_probit_copula(df, n_factors=2)
+
+
+def test_pymc_sample_with_bs_steps_is_bs_sample():
+    import warnings
+
+    import pymc as pm
+
+    import bayesynth as bs
+
+    model = _small_copula()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        ours = bs.sample(model, draws=30, tune=30, chains=1, random_seed=7, progressbar=False)
+    plain = pm.sample(model=model, step=bs.steps(model), draws=30, tune=30, chains=1,
+                      random_seed=7, progressbar=False, compute_convergence_checks=False,
+                      initvals={"delta": np.ones(2), "phi": np.ones((model["phi"].eval().shape)),
+                                "prec": np.ones(model["prec"].eval().shape)})
+    # the same steps from the same start and seed: the same chain
+    np.testing.assert_allclose(plain.posterior["C"].values, ours.posterior["C"].values)
+    # and from PyMC's default start (the support points) it runs too
+    default = pm.sample(model=model, step=bs.steps(model), draws=5, tune=5, chains=1,
+                        random_seed=7, progressbar=False, compute_convergence_checks=False)
+    assert np.isfinite(default.posterior["C"].values).all()
+
+
+def test_pymc_assignment_picks_the_gibbs_blocks_for_a_copula_only():
+    import pymc as pm
+    from pymc.sampling.mcmc import assign_step_methods
+
+    from bayesynth.samplers.steps import (
+        FactorScoresGibbs,
+        InterceptGibbs,
+        LatentGibbs,
+        LoadingsGibbs,
+        PrecisionGibbs,
+        ShrinkageGibbs,
+    )
+
+    model = _small_copula()
+    with model:
+        _, selected = assign_step_methods(model)
+    by_var = {model.values_to_rvs[v].name: cls for cls, vs in selected.items() for v in vs}
+    assert by_var == {"z": LatentGibbs, "eta": FactorScoresGibbs, "Lambda": LoadingsGibbs,
+                      "phi": ShrinkageGibbs, "delta": ShrinkageGibbs, "prec": PrecisionGibbs,
+                      "alpha": InterceptGibbs}
+    with pm.Model() as other:
+        pm.Normal("z", 0, 1)
+        pm.Gamma("prec", 2, 1)
+    with other:
+        _, chosen = assign_step_methods(other)
+    assert all(cls.__module__.startswith("pymc") for cls in chosen)
+
+
+def test_a_swapped_prior_that_turns_a_step_off_warns():
+    import pymc as pm
+    import pytest
+
+    import bayesynth as bs
+
+    df = bs.datasets.simulate_child_health(n=60, random_seed=5)[["m_race", "read", "mage"]]
+    model = bs.models.rank_probit_copula(df, n_factors=1, priors={
+        "sigma": lambda name, dims: pm.HalfNormal(name, 1.0, dims=dims)})
+    with pytest.warns(UserWarning, match="PrecisionGibbs is not used.*NUTS.*sigma_free"):
+        bs.steps(model)
