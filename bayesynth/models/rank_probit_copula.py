@@ -21,6 +21,7 @@ from pytensor.tensor.random.basic import NormalRV
 
 from bayesynth.errors import SchemaError
 from bayesynth.models.layout import CATEGORICAL_LIKELIHOODS, LatentLayout, registered_layout
+from bayesynth.models.metadata import attach_metadata
 from bayesynth.schema import Schema, infer_schema, validate_data
 
 __all__ = [
@@ -390,4 +391,8 @@ def rank_probit_copula(
         pm.Deterministic("C", omega / pt.outer(d, d), dims=("latent", "latent2"))
         if alpha is not None:
             pm.Deterministic("alpha_scaled", alpha / d[lvl], dims="level")
+        # The table and schema the model was built from, for synthesizers that take this
+        # model's posterior (CopulaSynthesizer.from_posterior): the estimated marginals need
+        # the values themselves. Kept in memory with the model, never written to a trace.
+        attach_metadata("copula_source", {"data": data, "schema": schema})
     return model

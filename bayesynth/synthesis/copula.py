@@ -449,6 +449,72 @@ class CopulaSynthesizer:
             self.target_idata_[t] = tid
         return self
 
+    @classmethod
+    def from_posterior(cls, model, idata: az.InferenceData, **params: Any) -> CopulaSynthesizer:
+        """A synthesizer that draws from a posterior you sampled yourself; no refit.
+
+        Build the model with :func:`bayesynth.models.rank_probit_copula` (swap priors there),
+        sample it (``bs.sample`` or ``pm.sample(model=model, step=bs.steps(model))``), inspect
+        the posterior, and synthesize from that very posterior.
+
+        Parameters
+        ----------
+        model : pymc.Model
+            The copula model the posterior belongs to (or a copy of it).
+        idata : arviz.InferenceData
+            Its posterior (``Lambda``, ``sigma`` and, with categorical columns, ``alpha``).
+        **params
+            Synthesis settings of the constructor (``categorical``, ``max_tries``,
+            ``n_sweeps``); fitting settings are ignored.
+
+        Returns
+        -------
+        CopulaSynthesizer
+
+        Raises
+        ------
+        bayesynth.errors.IncompatibleModelError
+            The model was not built by :func:`~bayesynth.models.rank_probit_copula`, or the
+            posterior lacks its variables.
+
+        Examples
+        --------
+        >>> import bayesynth as bs
+        >>> df = bs.datasets.simulate_child_health(n=150, random_seed=0)
+        >>> model = bs.models.rank_probit_copula(df, n_factors=2)
+        >>> idata = bs.sample(model, draws=20, tune=20, chains=1, random_seed=1,
+        ...                   progressbar=False)  # doctest: +SKIP
+        >>> syn = bs.CopulaSynthesizer.from_posterior(model, idata)  # doctest: +SKIP
+        """
+        from bayesynth.errors import IncompatibleModelError
+        from bayesynth.models.metadata import model_metadata
+
+        source = model_metadata(model, "copula_source")
+        if source is None:
+            raise IncompatibleModelError(
+                "from_posterior needs a model built by bayesynth.models.rank_probit_copula.")
+        post = getattr(idata, "posterior", None)
+        needed = ["Lambda", "sigma"] + (["alpha"] if "alpha" in model.named_vars else [])
+        absent = [v for v in needed if post is None or v not in post]
+        if absent:
+            raise IncompatibleModelError(
+                f"The posterior lacks {absent}: pass the InferenceData sampled from this model.")
+        layout = get_layout(model)
+        if int(post["Lambda"].shape[-2]) != layout.p_latent:
+            raise IncompatibleModelError("The posterior belongs to another model (its Lambda "
+                                         "has another number of latent columns).")
+        data, schema = source["data"], source["schema"]
+        obj = cls(schema, categorical_likelihood=layout.categorical[0].likelihood
+                  if layout.categorical else "mnp", **params)
+        obj._check_params()
+        obj.idata_ = idata
+        obj.schema_ = schema
+        obj.n_rows_ = len(data)
+        obj._set_decoder(layout, as_numbers(data), schema)
+        obj.targets_ = []
+        obj.target_idata_ = {}
+        return obj
+
     def _set_decoder(self, layout: LatentLayout, df: pd.DataFrame, schema: Schema) -> None:
         self.latent_names_ = list(layout.latent_names)
         self._blocks = [_Block(b.name, np.asarray(b.latent), tuple(b.levels), b.likelihood,

@@ -286,3 +286,32 @@ def test_informative_missingness_keeps_the_observed_marginal():
     crit = 1.95 * np.sqrt((n1 + n2) / (n1 * n2))  # two-sample KS, alpha = 0.001
     assert ks_distance(real_y, syn_y) < crit
     assert abs(s["y"].isna().mean() - df["y"].isna().mean()) < 0.06
+
+
+def test_from_posterior_synthesizes_the_posterior_you_sampled(tmp_path):
+    import pymc as pm
+
+    from bayesynth.errors import IncompatibleModelError
+
+    df = bs.datasets.simulate_child_health(n=150, random_seed=8)[
+        ["m_race", "male", "read", "mage", "ndi_birth"]]
+    # a swapped prior: heavier-tailed intercepts
+    model = bs.models.rank_probit_copula(df, n_factors=2, priors={
+        "alpha": lambda name, dims: pm.StudentT(name, nu=4, mu=0, sigma=1, dims=dims)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = bs.sample(model, draws=40, tune=40, chains=1, random_seed=9, progressbar=False)
+    syn = bs.CopulaSynthesizer.from_posterior(model, idata)
+    assert syn.idata_ is idata  # that very posterior, no refit
+    a = syn.sample(m=2, random_seed=3)
+    assert a[0].shape == df.shape and list(a[0].columns) == list(df.columns)
+    pd.testing.assert_series_equal(a[0].dtypes, df.dtypes)
+    syn.save(tmp_path / "s")
+    back = bs.CopulaSynthesizer.load(tmp_path / "s")
+    b = back.sample(m=2, random_seed=3)
+    for x, y in zip(a, b):
+        pd.testing.assert_frame_equal(x, y)
+    with pytest.raises(IncompatibleModelError, match="rank_probit_copula"):
+        bs.CopulaSynthesizer.from_posterior(pm.Model(), idata)
+    with pytest.raises(IncompatibleModelError, match="lacks"):
+        bs.CopulaSynthesizer.from_posterior(model, idata.posterior.drop_vars("Lambda"))
