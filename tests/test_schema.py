@@ -187,6 +187,8 @@ def test_survey_codes_and_discrete_floats():
         "change": r.normal(size=n),
         # a few scattered negative amounts (losses), each held by one record: values
         "income": np.r_[[-3000, -57500], r.integers(0, 90_000, n - 2)],
+        # small negative amounts held by one record each: values too, not codes
+        "balance": np.r_[[-3, -5], r.integers(0, 500, n - 2)],
     })
     s = infer_schema(df, suggest=False)
     assert s["nociga"].type == "count" and s["nociga"].special_codes == (-8,)
@@ -195,6 +197,7 @@ def test_survey_codes_and_discrete_floats():
     assert s["money"].type == "continuous" and s["money"].decimals == 2
     assert s["change"].special_codes == () and s["change"].type == "continuous"
     assert s["income"].special_codes == () and s["income"].type == "continuous"
+    assert s["balance"].special_codes == ()
     assert Schema.from_json(s.to_json()) == s
 
 

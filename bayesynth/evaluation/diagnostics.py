@@ -264,6 +264,7 @@ def synthesis_diagnostics(
     rhat_max: float = 1.01,
     ess_min: float | None = None,
     max_warnings: int = 10,
+    model=None,
 ) -> SynthesisDiagnosis:
     """Convergence of a rank-probit copula fit, judged on what synthesis uses.
 
@@ -289,6 +290,9 @@ def synthesis_diagnostics(
     ess_min : float, optional
         Default 100 per chain (of the thinned draws).
     max_warnings : int, default 10
+    model : pymc.Model, optional
+        The copula model; needed for a posterior from :func:`pymc.sample` (one from
+        :func:`bayesynth.sample` carries what is needed).
 
     Returns
     -------
@@ -296,7 +300,7 @@ def synthesis_diagnostics(
     """
     from bayesynth.models.copula_quantities import synthesis_quantity_table
 
-    table, thin = synthesis_quantity_table(idata, max_draws=max_draws, n_mc=n_mc)
+    table, thin = synthesis_quantity_table(idata, max_draws=max_draws, n_mc=n_mc, model=model)
     nc = idata.posterior.sizes["chain"]
     ess_min = 100.0 * nc if ess_min is None else float(ess_min)
     problems = []

@@ -231,18 +231,21 @@ def _stacked(post, name: str) -> np.ndarray:
     return post[name].transpose("chain", "draw", ...).values
 
 
-def synthesis_quantity_table(idata, *, max_draws: int = 1000, n_mc: int | None = None
-                             ) -> tuple[pd.DataFrame, int]:
+def synthesis_quantity_table(idata, *, max_draws: int = 1000, n_mc: int | None = None,
+                             model=None) -> tuple[pd.DataFrame, int]:
     """R-hat and ESS of every quantity synthesis uses (see
     :func:`bayesynth.evaluation.synthesis_diagnostics`).
 
     Parameters
     ----------
     idata : arviz.InferenceData
-        With the blocks in ``posterior.attrs[BLOCKS_ATTR]``.
+        With the blocks in ``posterior.attrs[BLOCKS_ATTR]`` (:func:`bayesynth.sample` puts them
+        there), or give ``model``.
     max_draws : int, default 1000
         Draws used (evenly thinned per chain above this).
     n_mc : int, optional
+    model : pymc.Model, optional
+        The copula model, for a posterior from :func:`pymc.sample`.
 
     Returns
     -------
@@ -251,10 +254,15 @@ def synthesis_quantity_table(idata, *, max_draws: int = 1000, n_mc: int | None =
         the thinning factor.
     """
     post = idata.posterior
-    if BLOCKS_ATTR not in post.attrs:
-        raise KeyError("The posterior carries no copula blocks: sample the model with "
-                       "bayesynth.sample.")
-    blocks = CopulaBlocks.from_dict(json.loads(post.attrs[BLOCKS_ATTR]))
+    if model is not None:
+        from bayesynth.models.rank_probit_copula import get_layout
+
+        blocks = CopulaBlocks.from_layout(get_layout(model))
+    elif BLOCKS_ATTR in post.attrs:
+        blocks = CopulaBlocks.from_dict(json.loads(post.attrs[BLOCKS_ATTR]))
+    else:
+        raise KeyError("The posterior carries no copula blocks: pass model= (or sample the "
+                       "model with bayesynth.sample).")
     nc, nd = post.sizes["chain"], post.sizes["draw"]
     thin = max(1, int(np.ceil(nc * nd / max_draws)))
     sub = post.isel(draw=slice(None, None, thin))
