@@ -16,7 +16,7 @@ rather than added as a potential, which pymc-bart would evaluate for every parti
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +27,7 @@ import pytensor.tensor as pt
 from bayesynth.errors import IncompatibleModelError, SchemaError
 from bayesynth.models.layout import LatentLayout, register_layout
 from bayesynth.models.metadata import attach_metadata, model_metadata
+from bayesynth.models.priors import PriorFactory, Priors
 from bayesynth.schema import Schema, encode_levels, infer_schema, validate_data
 
 __all__ = ["bart_rank_regression", "BartDesign", "training_matrix"]
@@ -105,6 +106,7 @@ def bart_rank_regression(
     beta: float = 2.0,
     a_sigma: float = 1.0,
     b_sigma: float = 0.3,
+    priors: Mapping[str, PriorFactory] | None = None,
 ) -> pm.Model:
     """Build the BART rank-likelihood regression of ``response`` on ``predictors``.
 
@@ -127,6 +129,10 @@ def bart_rank_regression(
         ``alpha (1 + d)^-beta``.
     a_sigma, b_sigma : float
         Shape and rate of the Gamma prior on ``prec = sigma^-2`` (conjugate: a Gibbs step).
+    priors : mapping, optional
+        Replacement priors by name (:mod:`bayesynth.models.priors`); swappable names:
+        none yet: the latent-data step needs the conjugate precision
+        ``prec ~ Gamma(a_sigma, b_sigma)``; set ``a_sigma`` and ``b_sigma`` instead.
 
     Returns
     -------
@@ -139,6 +145,7 @@ def bart_rank_regression(
     Feldman & Kowal (2022), section 5; Chipman, George & McCulloch (2010), BART, *Annals of
     Applied Statistics* 4(1); Quiroga et al. (2022), pymc-bart.
     """
+    Priors("bart_rank_regression", priors, {})
     import pymc_bart as pmb
 
     schema = infer_schema(data) if schema is None else schema

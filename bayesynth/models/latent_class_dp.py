@@ -26,6 +26,7 @@ import pytensor.tensor as pt
 
 from bayesynth.errors import DataValidationError, InputTypeError, SchemaError
 from bayesynth.models.metadata import attach_metadata, model_metadata
+from bayesynth.models.priors import PriorFactory, Priors
 from bayesynth.privacy import NoisyMarginal, PrivateMarginals
 
 __all__ = ["latent_class_dp_model", "LatentClassSpec", "latent_class_spec", "cell_labels",
@@ -100,6 +101,7 @@ def latent_class_dp_model(
     alpha: float = 1.0,
     psi_prior: float = 1.0,
     full_table: bool | None = None,
+    priors: Mapping[str, PriorFactory] | None = None,
 ) -> pm.Model:
     """A PyMC model of the latent class composite likelihood for noisy marginal tables.
 
@@ -122,6 +124,11 @@ def latent_class_dp_model(
         Store the full-table cell probabilities ``cell_prob`` in the trace (default: when the
         table has at most :data:`FULL_TABLE_LIMIT` cells; otherwise compute any table from the
         posterior with :func:`bayesynth.synthesis.latent_class.full_table_probabilities`).
+    priors : mapping, optional
+        Replacement priors by name (:mod:`bayesynth.models.priors`); swappable names:
+        none yet: the data-augmentation steps need the conjugate stick-breaking
+        Beta(1, alpha) and Dirichlet(psi_prior) priors; set ``alpha`` and ``psi_prior``
+        instead.
 
     Returns
     -------
@@ -130,6 +137,7 @@ def latent_class_dp_model(
         ``M_t<i>`` (dims ``cell_t<i>``); observed ``noisy_t<i>``; deterministics ``pi`` and
         ``P_t<i>`` (and ``cell_prob``).
     """
+    Priors("latent_class_dp_model", priors, {})
     if isinstance(marginals, PrivateMarginals):
         domain = marginals.domain if domain is None else domain
         n = marginals.n if n is None else n

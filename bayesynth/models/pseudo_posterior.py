@@ -52,6 +52,7 @@ from bayesynth.errors import (
     TooFewRowsError,
 )
 from bayesynth.models.metadata import attach_metadata, metadata_names, model_metadata
+from bayesynth.models.priors import PriorFactory, Priors
 
 __all__ = [
     "weighted_observed",
@@ -414,6 +415,7 @@ def beta_mixture(
     shape_mu: float = 0.0,
     shape_sigma: float = 1.5,
     concentration: float = 1.0,
+    priors: Mapping[str, PriorFactory] | None = None,
 ) -> pm.Model:
     """Mixture of Beta distributions for a continuous variable on (0, 1).
 
@@ -435,6 +437,9 @@ def beta_mixture(
         Normal prior of every log shape parameter (fixed numbers, as a DP guarantee needs).
     concentration : float
         Symmetric Dirichlet parameter of the mixture weights.
+    priors : mapping, optional
+        Replacement priors by name (:mod:`bayesynth.models.priors`): ``"log_a"``, ``"log_b"``
+        (dims ``component``), ``"pi"`` (dims ``component``, with more than one component).
 
     Returns
     -------
@@ -446,9 +451,15 @@ def beta_mixture(
     if np.any((x <= 0) | (x >= 1)):
         raise ColumnTypeError("beta_mixture needs records strictly inside (0, 1).")
     K = int(n_components)
+    priors = Priors("beta_mixture", priors, {
+        "log_a": "Normal(shape_mu, shape_sigma), dims component",
+        "log_b": "Normal(shape_mu, shape_sigma), dims component",
+        "pi": "Dirichlet(concentration), dims component (n_components > 1)"})
     with pm.Model(coords={"component": np.arange(K), "record": np.arange(len(x))}) as model:
-        log_a = pm.Normal("log_a", shape_mu, shape_sigma, dims="component")
-        log_b = pm.Normal("log_b", shape_mu, shape_sigma, dims="component")
+        log_a = priors.get("log_a", "log_a", "component", lambda: pm.Normal(
+            "log_a", shape_mu, shape_sigma, dims="component"))
+        log_b = priors.get("log_b", "log_b", "component", lambda: pm.Normal(
+            "log_b", shape_mu, shape_sigma, dims="component"))
         a, b = pt.exp(log_a), pt.exp(log_b)
         if K == 1:
             def base(a, b, size=None):
@@ -457,7 +468,8 @@ def beta_mixture(
             weighted_observed("x", base, [a, b], x, weights=weights, censor=censor,
                               dims="record")
         else:
-            pi = pm.Dirichlet("pi", np.full(K, concentration), dims="component")
+            pi = priors.get("pi", "pi", "component", lambda: pm.Dirichlet(
+                "pi", np.full(K, concentration), dims="component"))
 
             def base(pi, a, b, size=None):
                 return pm.Mixture.dist(pi, [pm.Beta.dist(a[k], b[k]) for k in range(K)],
@@ -477,6 +489,7 @@ def negative_binomial(
     log_mu_mean: float = 1.0,
     log_mu_sigma: float = 2.0,
     alpha_sigma: float = 10.0,
+    priors: Mapping[str, PriorFactory] | None = None,
 ) -> pm.Model:
     """Negative-binomial model for counts.
 
@@ -497,6 +510,9 @@ def negative_binomial(
         Normal prior of log mu.
     alpha_sigma : float
         Scale of the half-normal prior of the dispersion alpha.
+    priors : mapping, optional
+        Replacement priors by name (:mod:`bayesynth.models.priors`): ``"log_mu"``, ``"alpha"``
+        (scalars). Keep their parameters fixed numbers for a differential-privacy guarantee.
 
     Returns
     -------
@@ -510,9 +526,13 @@ def negative_binomial(
         if not (np.isfinite(value) and value > 0):
             raise InvalidParameterError(f"{label} must be positive; got {value!r}.",
                                         column=label)
+    priors = Priors("negative_binomial", priors, {
+        "log_mu": "Normal(log_mu_mean, log_mu_sigma)", "alpha": "HalfNormal(alpha_sigma)"})
     with pm.Model(coords={"record": np.arange(len(y))}) as model:
-        log_mu = pm.Normal("log_mu", float(log_mu_mean), float(log_mu_sigma))
-        alpha = pm.HalfNormal("alpha", float(alpha_sigma))
+        log_mu = priors.get("log_mu", "log_mu", None, lambda: pm.Normal(
+            "log_mu", float(log_mu_mean), float(log_mu_sigma)))
+        alpha = priors.get("alpha", "alpha", None, lambda: pm.HalfNormal(
+            "alpha", float(alpha_sigma)))
         mu = pt.exp(log_mu)
 
         def base(mu, alpha, size=None):
@@ -535,6 +555,7 @@ def linear_regression(
     sigma_sigma: float = 10.0,
     center: Sequence[float] | None = None,
     scale: Sequence[float] | None = None,
+    priors: Mapping[str, PriorFactory] | None = None,
 ) -> pm.Model:
     """Normal linear regression ``y ~ N(b0 + X b, sigma)``: partially synthetic responses.
 
@@ -556,6 +577,9 @@ def linear_regression(
         Prior scales.
     center, scale : sequence of float, optional
         Public centring and scaling of each predictor.
+    priors : mapping, optional
+        Replacement priors by name (:mod:`bayesynth.models.priors`): ``"intercept"``,
+        ``"beta"`` (dims ``predictor``), ``"sigma"``.
 
     Returns
     -------
@@ -576,10 +600,16 @@ def linear_regression(
                                     "scale positive.", column="scale")
     Xs = (X - c) / sc
     coords = {"record": np.arange(len(y)), "predictor": list(predictors)}
+    priors = Priors("linear_regression", priors, {
+        "intercept": "Normal(0, intercept_sigma)", "beta": "Normal(0, beta_sigma), dims "
+        "predictor", "sigma": "HalfNormal(sigma_sigma)"})
     with pm.Model(coords=coords) as model:
-        b0 = pm.Normal("intercept", 0.0, float(intercept_sigma))
-        b = pm.Normal("beta", 0.0, float(beta_sigma), dims="predictor")
-        sigma = pm.HalfNormal("sigma", float(sigma_sigma))
+        b0 = priors.get("intercept", "intercept", None, lambda: pm.Normal(
+            "intercept", 0.0, float(intercept_sigma)))
+        b = priors.get("beta", "beta", "predictor", lambda: pm.Normal(
+            "beta", 0.0, float(beta_sigma), dims="predictor"))
+        sigma = priors.get("sigma", "sigma", None, lambda: pm.HalfNormal(
+            "sigma", float(sigma_sigma)))
         mu = b0 + pt.dot(Xs, b)
 
         def base(mu, sigma, size=None):

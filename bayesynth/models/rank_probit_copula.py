@@ -7,7 +7,7 @@ whose posterior is the paper's; :func:`bayesynth.sample` fits it with the custom
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ from pytensor.tensor.random.basic import NormalRV
 from bayesynth.errors import SchemaError
 from bayesynth.models.layout import CATEGORICAL_LIKELIHOODS, LatentLayout, registered_layout
 from bayesynth.models.metadata import attach_metadata
+from bayesynth.models.priors import PriorFactory, Priors
 from bayesynth.schema import Schema, infer_schema, validate_data
 
 __all__ = [
@@ -32,10 +33,15 @@ __all__ = [
     "SWAPPABLE_PRIORS",
 ]
 
-#: Names whose prior a user may replace through ``priors=`` (see :func:`rank_probit_copula`).
-SWAPPABLE_PRIORS = ("alpha", "sigma", "Lambda")
-
-PriorFactory = Callable[[str, tuple[str, ...]], Any]
+#: Names whose prior a user may replace through ``priors=`` (see :func:`rank_probit_copula`),
+#: with their defaults.
+SWAPPABLE_PRIORS = {
+    "alpha": "Normal(alpha_mu, alpha_sigma) intercepts of the categorical columns, dims level",
+    "sigma": "1 / sqrt(prec), prec ~ Gamma(a_sigma, b_sigma), built as 'sigma_free' with dims "
+             "free_scale",
+    "Lambda": "Normal(0, 1 / sqrt(phi tau)) with the multiplicative gamma process, dims "
+              "(latent, factor)",
+}
 
 
 class RankProbitConstraint(Op):
@@ -267,7 +273,8 @@ def rank_probit_copula(
         Only for ``n_factors="pca"``-style choices in :func:`choose_n_factors` (kept for
         compatibility; the default rule does not use it).
     priors : mapping, optional
-        Replacement priors, keyed by ``"alpha"``, ``"sigma"`` or ``"Lambda"``. Each value is a
+        Replacement priors (:mod:`bayesynth.models.priors`), keyed by a name of
+        :data:`SWAPPABLE_PRIORS`: ``"alpha"``, ``"sigma"`` or ``"Lambda"``. Each value is a
         callable ``f(name, dims)`` that creates and returns the random variable inside the model
         context, e.g. ``{"alpha": lambda name, dims: pm.StudentT(name, nu=4, sigma=1,
         dims=dims)}``. ``"sigma"`` is called with the name ``"sigma_free"`` and dims
@@ -315,12 +322,7 @@ def rank_probit_copula(
     """
     schema = infer_schema(data) if schema is None else schema
     validate_data(data, schema)
-    priors = dict(priors or {})
-    unknown = sorted(set(priors) - set(SWAPPABLE_PRIORS))
-    if unknown:
-        raise SchemaError(
-            f"priors= names {unknown}; only {list(SWAPPABLE_PRIORS)} can be replaced."
-        )
+    priors = Priors("rank_probit_copula", priors, SWAPPABLE_PRIORS)
     if categorical_likelihood not in CATEGORICAL_LIKELIHOODS:
         raise SchemaError(f"categorical_likelihood must be one of {CATEGORICAL_LIKELIHOODS}; "
                           f"got {categorical_likelihood!r}.")
@@ -355,28 +357,23 @@ def rank_probit_copula(
     }
     lvl = layout.level_columns
     with pm.Model(coords=coords) as model:
-        if "Lambda" in priors:
-            Lambda = priors["Lambda"]("Lambda", ("latent", "factor"))
-        else:
+        def default_Lambda():
             delta = pm.Gamma("delta", alpha=np.r_[a1, np.full(k - 1, a2)], beta=1.0,
                              dims="factor")
             tau = pm.Deterministic("tau", pt.cumprod(delta), dims="factor")
             phi = pm.Gamma("phi", alpha=nu / 2.0, beta=nu / 2.0, dims=("latent", "factor"))
-            Lambda = pm.Normal("Lambda", mu=0.0, sigma=1.0 / pt.sqrt(phi * tau[None, :]),
-                               dims=("latent", "factor"))
+            return pm.Normal("Lambda", mu=0.0, sigma=1.0 / pt.sqrt(phi * tau[None, :]),
+                             dims=("latent", "factor"))
+
+        Lambda = priors.get("Lambda", "Lambda", ("latent", "factor"), default_Lambda)
         alpha_full = pt.zeros(p)
         alpha = None
         if len(lvl):
-            if "alpha" in priors:
-                alpha = priors["alpha"]("alpha", ("level",))
-            else:
-                alpha = pm.Normal("alpha", mu=alpha_mu, sigma=alpha_sigma, dims="level")
+            alpha = priors.get("alpha", "alpha", ("level",), lambda: pm.Normal(
+                "alpha", mu=alpha_mu, sigma=alpha_sigma, dims="level"))
             alpha_full = pt.set_subtensor(alpha_full[lvl], alpha)
-        if "sigma" in priors:
-            sigma_free = priors["sigma"]("sigma_free", ("free_scale",))
-        else:
-            prec = pm.Gamma("prec", alpha=a_sigma, beta=b_sigma, dims="free_scale")
-            sigma_free = 1.0 / pt.sqrt(prec)
+        sigma_free = priors.get("sigma", "sigma_free", ("free_scale",), lambda: 1.0 / pt.sqrt(
+            pm.Gamma("prec", alpha=a_sigma, beta=b_sigma, dims="free_scale")))
         sigma = pm.Deterministic("sigma", pt.set_subtensor(pt.ones(p)[free], sigma_free),
                                  dims="latent")
         eta = pm.Normal("eta", mu=0.0, sigma=1.0, dims=("record", "factor"))

@@ -40,6 +40,7 @@ from scipy import stats
 from scipy.special import gammaln
 
 from bayesynth.errors import DataValidationError, InputTypeError, SchemaError
+from bayesynth.models.priors import PriorFactory, Priors
 
 __all__ = [
     "FAMILIES",
@@ -460,6 +461,7 @@ def saturated_count_model(
     names: Sequence[str] | None = None,
     levels: Mapping[str, Sequence] | None = None,
     structural: StructuralZeros | np.ndarray | None = None,
+    priors: Mapping[str, PriorFactory] | None = None,
 ) -> pm.Model:
     """A PyMC model whose prior-predictive draws are synthetic tables.
 
@@ -482,11 +484,15 @@ def saturated_count_model(
     names, levels
         For a plain array: variable names and labels (default ``v0, v1, ...`` and ``0..l-1``).
     structural : StructuralZeros or boolean array, optional
+    priors : mapping, optional
+        Replacement priors by name (:mod:`bayesynth.models.priors`); swappable names:
+        none: the model has no parameter with a prior (its cell means are the observed counts).
 
     Returns
     -------
     pymc.Model
     """
+    Priors("saturated_count_model", priors, {})
     validate_parameters(family, sigma, alpha)
     n_cells = table.n_cells if isinstance(table, SparseTable) else np.size(table)
     if n_cells > MAX_DENSE_CELLS:

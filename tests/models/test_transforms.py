@@ -119,3 +119,43 @@ def test_pseudo_posterior_records_follow_a_clone():
     ll_orig = record_loglik(model, idata)
     np.testing.assert_allclose(ll_clone, ll_orig)
     assert np.all(np.isfinite(ll_clone)) and ll_clone.shape == (20, 60)
+
+
+# ------------------------------------------------------------------ priors swappable by name
+
+
+def test_priors_by_name_one_mechanism_for_every_factory():
+    from bayesynth.errors import InvalidParameterError
+    from bayesynth.models.pseudo_posterior import beta_mixture, linear_regression
+
+    r = np.random.default_rng(4)
+    counts = pd.DataFrame({"y": r.negative_binomial(3, 0.3, 40)})
+    m = negative_binomial(counts, priors={"alpha": lambda name, dims: pm.Exponential(name, 0.1)})
+    assert type(m["alpha"].owner.op).__name__.startswith("Exponential")
+    reg = pd.DataFrame({"x": r.normal(size=40), "y": r.normal(size=40)})
+    m = linear_regression(reg, response="y", predictors=["x"], priors={
+        "beta": lambda name, dims: pm.StudentT(name, nu=3, mu=0, sigma=2, dims=dims)})
+    assert m.named_vars_to_dims["beta"] == ("predictor",)
+    m = beta_mixture(r.beta(2, 3, 40), priors={
+        "log_a": lambda name, dims: pm.Normal(name, 1.0, 0.5, dims=dims)})
+    assert m.named_vars_to_dims["log_a"] == ("component",)
+    # an unknown name is an error listing the valid ones, in every factory
+    builders = {
+        "rank_probit_copula": lambda p: _copula_with(p),
+        "negative_binomial": lambda p: negative_binomial(counts, priors=p),
+        "bart_rank_regression": lambda p: bart_rank_regression(reg, "y", ["x"], m=5, priors=p),
+        "saturated_count_model": lambda p: saturated_count_model(np.array([[1, 2], [3, 0]]),
+                                                                 priors=p),
+    }
+    for name, build in builders.items():
+        with pytest.raises(InvalidParameterError, match=f"{name}: priors= names \\['nope'\\]"):
+            build({"nope": lambda n, d: None})
+    with pytest.raises(InvalidParameterError, match="log_mu.*alpha"):
+        negative_binomial(counts, priors={"mu": lambda n, d: None})
+    with pytest.raises(InvalidParameterError, match="must create a model variable named"):
+        negative_binomial(counts, priors={"alpha": lambda name, dims: pm.Exponential("a", 1)})
+
+
+def _copula_with(priors):
+    df = bs.datasets.simulate_child_health(n=40, random_seed=2)[["m_race", "read"]]
+    return bs.models.rank_probit_copula(df, n_factors=1, priors=priors)

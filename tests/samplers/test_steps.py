@@ -107,7 +107,7 @@ def test_steps_refuse_models_they_do_not_fit(mixed_df):
 
 
 def test_bad_prior_names(mixed_df):
-    with pytest.raises(bs.errors.SchemaError, match="only"):
+    with pytest.raises(bs.errors.InvalidParameterError, match="\\['eta'\\].*alpha.*sigma.*Lambda"):
         bs.models.rank_probit_copula(mixed_df, priors={"eta": lambda n, d: None})
     with pytest.raises(bs.errors.SchemaError, match="n_factors"):
         bs.models.rank_probit_copula(mixed_df, n_factors=0)
