@@ -348,10 +348,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     holdout = read_table(args.holdout) if args.holdout else None
     res = report(
         real, syns, out,
-        known=_split(args.known), synthesised=_split(args.synthesised),
+        known=_split(args.known), synthesized=_split(args.synthesized),
         sensitive=args.sensitive, public=args.public, radius=args.radius,
         regression=args.regression, regression_method=args.regression_method,
-        random_state=args.seed, ledger=args.ledger, kind=args.kind, holdout=holdout,
+        random_seed=args.seed, ledger=args.ledger, kind=args.kind, holdout=holdout,
     )
     print(f"wrote {out} and {out.with_suffix('.json')} ({res['kind']} synthetic data)")
     for item in res["at_a_glance"]:
@@ -414,9 +414,9 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("real", help="real data CSV")
     e.add_argument("synthetic", nargs="+", help="one or more synthetic CSV files")
     e.add_argument("-o", "--output", default="report.html", help="HTML report path")
-    e.add_argument("--known", help="comma-separated unsynthesised variables an intruder knows")
-    e.add_argument("--synthesised", "--synthesized", dest="synthesised",
-                   help="comma-separated synthesised variables (identification risk)")
+    e.add_argument("--known", help="comma-separated unsynthesized variables an intruder knows")
+    e.add_argument("--synthesized", "--synthesised", dest="synthesized",
+                   help="comma-separated synthesized variables (identification risk)")
     e.add_argument("--sensitive", help="sensitive variable (attribute disclosure)")
     e.add_argument("--public", help="public variable whose outliers are examined")
     e.add_argument("--radius", type=float, default=0.05,

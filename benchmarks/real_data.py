@@ -115,7 +115,7 @@ def measure(train, hold, syn, schema, formula, seed) -> dict:
             if not set(syn[c].dropna().unique()) <= set(train[c].dropna().unique()):
                 new_values.append(c)
     broken = sum(r.broken(syn)[1] for r in schema.rules)
-    prop = propensity_score_utility(train, syn, schema=schema, random_state=seed)
+    prop = propensity_score_utility(train, syn, schema=schema, random_seed=seed)
     auc = propensity_auc(train, syn, schema=schema, random_seed=seed)
     comp = regression_inference(train, [syn], formula)
     dcr = distance_to_closest_record(train, syn, hold, schema=schema)

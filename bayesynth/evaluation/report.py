@@ -82,7 +82,7 @@ def report(
     *,
     schema=None,
     known: Sequence[str] = (),
-    synthesised: Sequence[str] = (),
+    synthesized: Sequence[str] = (),
     sensitive: str | None = None,
     public: str | None = None,
     radius: float = 0.05,
@@ -90,10 +90,12 @@ def report(
     regression: str | None = None,
     regression_method: str = "ols",
     title: str = "bayesynth: utility and disclosure risk",
-    random_state: int | None = 0,
+    random_seed: int | None = 0,
     ledger=None,
     kind: str = "auto",
     holdout: pd.DataFrame | None = None,
+    random_state: int | None = None,
+    synthesised: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Evaluate synthetic data against the real data and write an HTML report and its JSON.
 
@@ -113,7 +115,7 @@ def report(
       people outside the training data);
     * **partially synthetic** data (the real records with some columns replaced): the
       identification risk of row-by-row matching (at ``radius`` and swept over ``radii``;
-      needs ``known`` and/or ``synthesised``) and attribute disclosure at outliers of
+      needs ``known`` and/or ``synthesized``) and attribute disclosure at outliers of
       ``public`` for ``sensitive``.
 
     With several synthetic datasets a risk-utility scatter with the 2D boxplot follows. With a
@@ -127,7 +129,7 @@ def report(
     output : path-like, default "report.html"
         HTML file; the JSON goes to the same path with suffix ``.json``. Both written atomically.
     schema : bayesynth.Schema, optional
-    known, synthesised : sequence of str
+    known, synthesized : sequence of str
         Identification risk variables (see :func:`~bayesynth.evaluation.identification_risk`).
     sensitive, public : str, optional
         Attribute disclosure (see :func:`~bayesynth.evaluation.outlier_attribute_disclosure`).
@@ -137,8 +139,9 @@ def report(
         Formula for :func:`~bayesynth.evaluation.regression_inference`.
     regression_method : {"ols", "bayes"}, default "ols"
     title : str
-    random_state : int, optional
-        Seed for the permutation and sampling steps.
+    random_seed : int, optional
+        Seed for the permutation and sampling steps (``random_state`` is its deprecated
+        spelling).
     ledger : bayesynth.privacy.Ledger or path-like, optional
         The privacy ledger of the release (or its JSON file, as written by
         :meth:`~bayesynth.privacy.Ledger.to_json`).
@@ -161,7 +164,16 @@ def report(
     missing = [c for c in real.columns if any(c not in s.columns for s in syns)]
     if missing:
         raise KeyError(f"Synthetic data lack column(s) {missing} of the real data.")
+    from bayesynth.evaluation.utility import _seed_alias
     from bayesynth.schema import as_numbers
+
+    random_seed = _seed_alias(random_seed, random_state, "report")
+    if synthesised is not None:  # the deprecated spelling
+        import warnings
+
+        warnings.warn("report(synthesised=) is deprecated; use synthesized=.", FutureWarning,
+                      stacklevel=2)
+        synthesized = synthesized or synthesised
 
     real, syns = as_numbers(real), [as_numbers(s) for s in syns]  # dates as days
     holdout = None if holdout is None else as_numbers(holdout)
@@ -222,10 +234,10 @@ def report(
                                  figs))
 
     # Propensity scores
-    prop = [propensity_score_utility(real, s, schema=schema, random_state=random_state)
+    prop = [propensity_score_utility(real, s, schema=schema, random_seed=random_seed)
             for s in syns]
     prop_df = pd.DataFrame([p._asdict() for p in prop])
-    prop_df["auc_gbm"] = [propensity_auc(real, s, schema=schema, random_seed=random_state)
+    prop_df["auc_gbm"] = [propensity_auc(real, s, schema=schema, random_seed=random_seed)
                           for s in syns]
     prop_df.index.name = "dataset"
     results["propensity"] = prop_df
@@ -240,7 +252,7 @@ def report(
     # Regression
     if regression:
         comp = regression_inference(real, syns, regression, method=regression_method,
-                                    random_seed=random_state)
+                                    random_seed=random_seed)
         results["regression"] = {"formula": regression, "method": regression_method,
                                  "real": comp.real, "summary": comp.summary,
                                  "per_coefficient": comp.per_coefficient}
@@ -254,13 +266,13 @@ def report(
     risk_values = None
     if kind == "partially":
         risk_values = _partially_synthetic_risk(real, syns, results, sections, schema=schema,
-                                                known=known, synthesised=synthesised,
+                                                known=known, synthesized=synthesized,
                                                 sensitive=sensitive, public=public,
                                                 radius=radius, radii=radii)
     else:
         risk_values = _fully_synthetic_risk(real, syns, results, sections, schema=schema,
                                             known=known, sensitive=sensitive, holdout=holdout,
-                                            random_state=random_state)
+                                            random_seed=random_seed)
 
     # Risk-utility
     if risk_values is not None:
@@ -281,26 +293,26 @@ def report(
     return json.loads(payload)
 
 
-def _partially_synthetic_risk(real, syns, results, sections, *, schema, known, synthesised,
+def _partially_synthetic_risk(real, syns, results, sections, *, schema, known, synthesized,
                               sensitive, public, radius, radii):
     """Identification risk by row-by-row matching and attribute disclosure at outliers."""
     risk_values = None
-    if known or synthesised:
-        ir = identification_risk(real, syns, known=known, synthesized=synthesised,
+    if known or synthesized:
+        ir = identification_risk(real, syns, known=known, synthesized=synthesized,
                                  radius=radius, schema=schema)
         sweep, best = identification_risk_sweep(real, syns, known=known,
-                                                synthesized=synthesised, radii=radii,
+                                                synthesized=synthesized, radii=radii,
                                                 schema=schema)
         risk_values = ir.per_dataset["risk"].to_numpy()
         results["identification_risk"] = {
-            "known": list(known), "synthesised": list(synthesised), "radius": radius,
+            "known": list(known), "synthesized": list(synthesized), "radius": radius,
             "per_dataset": ir.per_dataset, "summary": ir.summary,
             "sweep": sweep, "best_radius": best,
             "risk_at_best_radius": float(sweep.loc[sweep["radius"] == best, "risk"].mean()),
         }
         sections.append(_section(
             "Identification risk (partially synthetic data)",
-            f"Known: {', '.join(known) or '-'}; synthesised: {', '.join(synthesised) or '-'}; "
+            f"Known: {', '.join(known) or '-'}; synthesized: {', '.join(synthesized) or '-'}; "
             f"radius {100 * radius:g}% of the real value. File-level risk = sum of T_i/c_i "
             f"(Hornby & Hu 2021). The radius maximising the mean risk is {100 * best:g}% "
             f"(risk {results['identification_risk']['risk_at_best_radius']:.4g}).",
@@ -323,7 +335,7 @@ def _partially_synthetic_risk(real, syns, results, sections, *, schema, known, s
 
 
 def _fully_synthetic_risk(real, syns, results, sections, *, schema, known, sensitive, holdout,
-                          random_state):
+                          random_seed):
     """Exact copies, DCR against a hold-out, singling out and attribute inference."""
     cols = list(real.columns)
     rows = []
@@ -332,7 +344,7 @@ def _fully_synthetic_risk(real, syns, results, sections, *, schema, known, sensi
         if holdout is not None:
             d = distance_to_closest_record(real, s[cols], holdout[cols], schema=schema)
             so = singling_out_risk(real, s[cols], holdout[cols], schema=schema,
-                                   random_seed=random_state)
+                                   random_seed=random_seed)
             row.update(exact_copy_share=d.exact_copy_share, dcr_ratio=d.ratio,
                        median_dcr=float(np.median(d.to_train)),
                        median_dcr_holdout=float(np.median(d.holdout_to_train)),
@@ -436,7 +448,7 @@ def _at_a_glance(results: dict) -> list[dict[str, Any]]:
                                 "synthetic data)."})
     else:
         out.append({"aspect": "risk", "value": None, "measure": "identification risk",
-                    "sentence": "Partially synthetic data: name the known and synthesised "
+                    "sentence": "Partially synthetic data: name the known and synthesized "
                                 "variables to measure the identification risk."})
     return out
 

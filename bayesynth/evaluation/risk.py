@@ -153,8 +153,8 @@ def identification_risk(
     """Identification disclosure risk of partially synthetic data (Hornby & Hu 2021).
 
     For each real record i and synthetic dataset: c_i is the number of synthetic records that
-    equal record i on the ``known`` (unsynthesised) variables and on the synthesised categorical
-    variables, and lie within the radius of i's real value on every synthesised continuous
+    equal record i on the ``known`` (unsynthesized) variables and on the synthesized categorical
+    variables, and lie within the radius of i's real value on every synthesized continuous
     variable; T_i = 1 when record i's own synthetic version (same row position) is among them;
     ``IR_i = T_i / c_i`` (0 when c_i = 0). File-level risk is ``sum_i IR_i``; the true-match rate
     is the share of records with c_i = 1 and T_i = 1, the false-match rate the share of records
@@ -166,7 +166,7 @@ def identification_risk(
     synthetic : DataFrame or list of DataFrame
         Partially synthetic versions, row i standing for real row i.
     known, synthesized : sequence of str
-        Unsynthesised variables the intruder knows (matched exactly) and synthesised variables
+        Unsynthesized variables the intruder knows (matched exactly) and synthesized variables
         (categorical ones matched exactly, continuous ones within the radius).
     radius : float or mapping
         Half-width of the matching interval, one value or one per continuous variable.
@@ -174,7 +174,7 @@ def identification_risk(
         ``"percent"``: a share of the real value, ``[x_i (1 - r), x_i (1 + r)]`` (default, as the
         paper recommends); ``"absolute"``: ``[x_i - r, x_i + r]``.
     schema : bayesynth.Schema, optional
-        Tells which synthesised variables are continuous (otherwise: numeric dtypes with more than
+        Tells which synthesized variables are continuous (otherwise: numeric dtypes with more than
         two values).
 
     Returns

@@ -238,6 +238,7 @@ def propensity_score_utility(
     schema=None,
     n_permutations: int = 20,
     min_samples_leaf: int = 5,
+    random_seed: int | np.random.Generator | None = None,
     random_state: int | np.random.Generator | None = None,
 ) -> PropensityResult:
     """pMSE and its standardised ratio (Woo et al. 2009; Snoke et al. 2018).
@@ -258,6 +259,8 @@ def propensity_score_utility(
       the null expectation is the mean pMSE over ``n_permutations`` random relabellings.
 
     ``s_pmse = pMSE / null``: about 1 for synthetic data indistinguishable from the real.
+    ``random_seed`` seeds the CART fits and permutations (``random_state`` is its deprecated
+    spelling).
 
     Returns
     -------
@@ -274,7 +277,8 @@ def propensity_score_utility(
     y = np.r_[np.zeros(len(real)), np.ones(len(synthetic))]
     N = len(y)
     c = len(synthetic) / N
-    rng = np.random.default_rng(random_state)
+    random_seed = _seed_alias(random_seed, random_state, "propensity_score_utility")
+    rng = np.random.default_rng(random_seed)
     if method == "logit_interactions" and X.shape[1] > 1:
         X = PolynomialFeatures(2, interaction_only=True, include_bias=False).fit_transform(X)
         keep = X.std(axis=0) > 0
@@ -362,3 +366,12 @@ def propensity_auc(
     folds = StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=random_seed)
     p = cross_val_predict(clf, X, y, cv=folds, method="predict_proba")[:, 1]
     return float(roc_auc_score(y, p))
+
+
+def _seed_alias(random_seed, random_state, where: str):
+    """``random_seed``, or the deprecated ``random_state`` with a FutureWarning."""
+    if random_state is None:
+        return random_seed
+    warnings.warn(f"{where}(random_state=) is deprecated; use random_seed=.", FutureWarning,
+                  stacklevel=3)
+    return random_state if random_seed is None else random_seed

@@ -182,11 +182,11 @@ class RankLikelihoodSynthesizer:
 class CartSynthesizer:
     """Iterative (sequential) CART synthesis, synthpop's default method (Reiter 2005).
 
-    Variables are synthesised one after another in a visit order. The first is a bootstrap
+    Variables are synthesized one after another in a visit order. The first is a bootstrap
     sample of its real values; each later variable gets a classification or regression tree
     fitted to the real data on the variables before it (leaves of at least ``min_samples_leaf``
     records), and each synthetic record takes the value of a random real record in the leaf its
-    synthetic predictors fall into (so missing values are synthesised like any other value).
+    synthetic predictors fall into (so missing values are synthesized like any other value).
     Categorical predictors enter the trees as integer codes.
 
     Numeric values drawn from a leaf are smoothed as synthpop's ``smoothing = "density"`` does

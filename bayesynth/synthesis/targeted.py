@@ -1,7 +1,7 @@
 """Targeted synthesis of key outcomes with BART rank-likelihood regressions (Feldman & Kowal 2022,
 section 5).
 
-A target column is synthesised from the synthetic values of its predictors (the copula's
+A target column is synthesized from the synthetic values of its predictors (the copula's
 columns and any earlier targets): ``z = f(x) + sigma * eps`` with f and sigma from the fitted
 BART rank regression, then ``y = F_hat^-1(G(z))``, where F_hat is the target's marginal (as in
 the copula) and G the model's marginal CDF of the latent z over the training records,

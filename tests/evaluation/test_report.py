@@ -22,7 +22,7 @@ def _tables(rng, n=300):
 def test_report_writes_html_and_json(rng, tmp_path):
     real, syns = _tables(rng)
     out = tmp_path / "r" / "report.html"
-    res = bs.evaluation.report(real, syns, out, known=["k"], synthesised=["x", "g"],
+    res = bs.evaluation.report(real, syns, out, known=["k"], synthesized=["x", "g"],
                                sensitive="y", public="x", regression="y ~ x + g + k")
     page = out.read_text()
     assert page.startswith("<!DOCTYPE html>") and page.count("data:image/png;base64,") >= 5
@@ -47,7 +47,7 @@ def test_evaluate_command(rng, tmp_path, capsys):
         paths.append(str(p))
     out = tmp_path / "rep.html"
     assert main(["evaluate", str(tmp_path / "real.csv"), *paths, "-o", str(out),
-                 "--known", "k", "--synthesised", "x,y", "--radius", "0.1"]) == 0
+                 "--known", "k", "--synthesized", "x,y", "--radius", "0.1"]) == 0
     text = capsys.readouterr().out
     assert "S_pMSE" in text and "identification risk at 10%" in text
     assert out.exists() and out.with_suffix(".json").exists()
@@ -112,7 +112,7 @@ def test_fully_synthetic_report_uses_measures_that_fit(rng, tmp_path):
     assert res2["kind"] == "fully" and r2["exact_copy_share"] == 1 and r2["dcr_ratio"] == 0
     # forcing the kind
     res3 = bs.evaluation.report(real, syns[:1], out, kind="partially", known=["k"],
-                                synthesised=["x"])
+                                synthesized=["x"])
     assert "identification_risk" in res3 and "fully_synthetic_risk" not in res3
 
 

@@ -93,7 +93,7 @@ def test_pmse_null_closed_form(rng):
 
 def test_pmse_cart_and_interactions(rng):
     a, b = _sample(rng, 300), _sample(rng, 300)
-    cart = propensity_score_utility(a, b, method="cart", n_permutations=10, random_state=1)
+    cart = propensity_score_utility(a, b, method="cart", n_permutations=10, random_seed=1)
     assert 0.5 < cart.s_pmse < 2.0
     inter = propensity_score_utility(a, b, method="logit_interactions")
     assert inter.n_params > 5
