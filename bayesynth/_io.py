@@ -49,7 +49,20 @@ def _umask() -> int:
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically."""
+    """Write ``text`` to ``path`` atomically.
+
+    Parameters
+    ----------
+    path : path-like
+        Final destination; missing parent directories are created.
+    text : str
+        The complete content of the file.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+    """
     return atomic_write(path, lambda p: p.write_text(text))
 
 
@@ -57,6 +70,23 @@ def atomic_write_dir(path: str | os.PathLike, writer: Callable[[Path], None]) ->
     """Call ``writer(tmp_dir)`` to fill a fresh directory, then move it onto ``path``.
 
     An existing directory at ``path`` is replaced only after the new one is complete.
+
+    Parameters
+    ----------
+    path : path-like
+        Final destination; must not be an existing file.
+    writer : callable
+        Writes the complete content into the temporary directory it is given.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    FileExistsError
+        If ``path`` exists and is not a directory.
     """
     import shutil
 

@@ -24,9 +24,15 @@ __all__ = ["RunStopped", "stop_on_signals"]
 
 @contextlib.contextmanager
 def stop_on_signals(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> Iterator[None]:
-    """Within the block, the given signals raise :class:`~bayesynth.errors.RunStopped`.
+    """Make the given signals raise :class:`~bayesynth.errors.RunStopped` within the block.
 
     Outside the main thread (where Python cannot install handlers) the block runs unchanged.
+    The previous handlers are restored on leaving the block.
+
+    Parameters
+    ----------
+    signals : tuple of int, default (SIGTERM, SIGINT)
+        The signal numbers to turn into :class:`~bayesynth.errors.RunStopped`.
     """
     if threading.current_thread() is not threading.main_thread():
         yield

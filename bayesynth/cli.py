@@ -88,6 +88,16 @@ def read_table(path: str | Path) -> pd.DataFrame:
     * text columns that are all dates or timestamps in one layout become datetime columns,
       and their layout is kept in ``df.attrs["date_formats"]`` for writing output back.
 
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The CSV file.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The table; ``df.attrs`` holds ``date_formats`` (column -> layout) and ``delimiter``.
+
     Raises
     ------
     bayesynth.errors.BayesynthError
@@ -113,7 +123,21 @@ def read_table(path: str | Path) -> pd.DataFrame:
 
 
 def output_paths(output: str | Path, m: int) -> list[Path]:
-    """``OUT.csv`` for one dataset; ``OUT_1.csv`` ... ``OUT_m.csv`` for several."""
+    """Return the output file names of ``m`` synthetic datasets.
+
+    Parameters
+    ----------
+    output : str or pathlib.Path
+        The ``-o`` path, e.g. ``OUT.csv``.
+    m : int
+        Number of datasets.
+
+    Returns
+    -------
+    list of pathlib.Path
+        ``[OUT.csv]`` for one dataset; ``OUT_1.csv`` ... ``OUT_m.csv`` for several (suffix
+        ``.csv`` when ``output`` has none).
+    """
     out = Path(output)
     if m == 1:
         return [out]
@@ -136,8 +160,11 @@ def _check_outputs(inputs: Sequence[Path], outputs: Sequence[Path], overwrite: b
 
 
 def _for_csv(df: pd.DataFrame, like: pd.DataFrame | None = None, schema=None) -> pd.DataFrame:
-    """The table as it should be written: dates in the input's layout, whole numbers without
-    a decimal point, other numbers at their column's precision."""
+    """Return the table as it should be written to CSV.
+
+    Dates are in the input's layout, whole numbers without a decimal point, other numbers at
+    their column's precision.
+    """
     out = df.copy()
     formats = (like.attrs.get("date_formats", {}) if like is not None else {})
     for c in out.columns:
@@ -466,7 +493,19 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``bayesynth`` console script."""
+    """Run the ``bayesynth`` console script.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        Command-line arguments without the program name; ``sys.argv[1:]`` when None.
+
+    Returns
+    -------
+    int
+        Exit status: 0 on success, 2 on a :class:`~bayesynth.errors.BayesynthError` (printed
+        to stderr), 128 + the signal number for a run stopped by a signal (130 for Ctrl-C).
+    """
     from bayesynth._signals import RunStopped, stop_on_signals
 
     args = _parser().parse_args(argv)

@@ -118,20 +118,27 @@ class OutputExistsError(BayesynthError, RuntimeError):
 
 
 class InvalidParameterError(BayesynthError, ValueError):
-    """A parameter (not the data) is out of its valid range: an epsilon that is not positive,
-    an unknown neighbour relation, a budget split that does not add up. The message echoes the
-    value and states the valid range."""
+    """A parameter (not the data) is out of its valid range.
+
+    For example an epsilon that is not positive, an unknown neighbour relation, or a budget
+    split that does not add up. The message echoes the value and states the valid range.
+    """
 
 
 class PrivacyGuaranteeError(BayesynthError, ValueError):
-    """A differential-privacy mechanism was asked for a release whose guarantee cannot hold
-    (a model that releases real records, a prior built from the data, a domain read from the
-    data). The message says why and what would make the guarantee hold."""
+    """A differential-privacy mechanism was asked for a release whose guarantee cannot hold.
+
+    For example a model that releases real records, a prior built from the data, or a domain
+    read from the data. The message says why and what would make the guarantee hold.
+    """
 
 
 class PrivacyWarning(UserWarning):
-    """A release is weaker than it may look: noise drawn from a fixed seed (anyone who knows the
-    seed can remove it), or a guarantee that is local or asymptotic rather than strict."""
+    """A release is weaker than it may look.
+
+    For example noise drawn from a fixed seed (anyone who knows the seed can remove it), or a
+    guarantee that is local or asymptotic rather than strict.
+    """
 
 
 class RunStopped(BaseException):  # noqa: N818 - a stop, not an error

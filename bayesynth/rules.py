@@ -79,7 +79,18 @@ class Rule:
         return f"Rule({self.column} == {self.value!r} if {cond})"
 
     def mask(self, df: pd.DataFrame) -> np.ndarray:
-        """Records of ``df`` that meet the condition."""
+        """Find the records of ``df`` that meet the condition.
+
+        Parameters
+        ----------
+        df : pandas.DataFrame
+            A table with the condition's columns.
+
+        Returns
+        -------
+        numpy.ndarray of bool
+            One entry per record.
+        """
         out = np.ones(len(df), dtype=bool)
         for col, levels in self.when:
             s = df[col]
@@ -90,20 +101,55 @@ class Rule:
         return out
 
     def broken(self, df: pd.DataFrame) -> tuple[int, int]:
-        """(records meeting the condition, of which do not have the rule's value)."""
+        """Count the records that meet the condition and those of them that break the rule.
+
+        Parameters
+        ----------
+        df : pandas.DataFrame
+            A table with the rule's columns.
+
+        Returns
+        -------
+        n_covered : int
+            Records that meet the condition.
+        n_broken : int
+            Of those, the records whose ``column`` does not have the rule's value.
+        """
         m = self.mask(df)
         s = df.loc[m, self.column]
         ok = s.isna() if _is_missing(self.value) else (s == self.value)
         return int(m.sum()), int((~ok.to_numpy()).sum())
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form: ``{"column", "value", "when": {col: [levels]}}``."""
+        """Return the rule in JSON-ready form.
+
+        Returns
+        -------
+        dict
+            ``{"column": ..., "value": ..., "when": {col: [levels]}}``.
+        """
         return {"column": self.column, "value": _plain(self.value),
                 "when": {c: [_plain(v) for v in levels] for c, levels in self.when}}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Rule:
-        """Inverse of :meth:`to_dict`."""
+        """Rebuild a rule from :meth:`to_dict`'s form (the inverse of :meth:`to_dict`).
+
+        Parameters
+        ----------
+        d : mapping
+            ``{"column": ..., "value": ..., "when": {col: [levels]}}``; ``when`` may also be a
+            sequence of ``(column, levels)`` pairs, and a single level need not be in a list.
+
+        Returns
+        -------
+        Rule
+
+        Raises
+        ------
+        bayesynth.errors.SchemaError
+            If ``d`` does not have that form.
+        """
         try:
             when = d["when"]
             items = when.items() if isinstance(when, Mapping) else when
@@ -158,7 +204,22 @@ def check_rules(df: pd.DataFrame, rules: Sequence[Rule], *, max_broken: float = 
 
 
 def rule_mask(df: pd.DataFrame, rules: Sequence[Rule], column: str) -> np.ndarray:
-    """Records whose value of ``column`` is fixed by some rule (structural)."""
+    """Find the records whose value of ``column`` is fixed by some rule (structural).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The table.
+    rules : sequence of Rule
+        The rules; only those that fix ``column`` count.
+    column : str
+        The column.
+
+    Returns
+    -------
+    numpy.ndarray of bool
+        One entry per record: True where some rule for ``column`` meets its condition.
+    """
     out = np.zeros(len(df), dtype=bool)
     for r in rules:
         if r.column == column:
@@ -167,7 +228,7 @@ def rule_mask(df: pd.DataFrame, rules: Sequence[Rule], column: str) -> np.ndarra
 
 
 def apply_rules(df: pd.DataFrame, rules: Sequence[Rule]) -> pd.DataFrame:
-    """A copy of ``df`` with every rule enforced, in the order given.
+    """Return a copy of ``df`` with every rule enforced, in the order given.
 
     Parameters
     ----------

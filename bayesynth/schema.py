@@ -151,7 +151,13 @@ class ColumnSchema:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready description of the column."""
+        """Describe the column in JSON-ready form (read back by :meth:`from_dict`).
+
+        Returns
+        -------
+        dict
+            ``name`` and ``type``, and each other field that differs from its default.
+        """
         out: dict[str, Any] = {"name": self.name, "type": self.type}
         if self.levels is not None:
             out["levels"] = [_plain(v) for v in self.levels]
@@ -171,7 +177,22 @@ class ColumnSchema:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ColumnSchema:
-        """Inverse of :meth:`to_dict`."""
+        """Rebuild a column from :meth:`to_dict`'s form (the inverse of :meth:`to_dict`).
+
+        Parameters
+        ----------
+        d : mapping
+            Needs ``name`` and ``type``; the other fields are optional.
+
+        Returns
+        -------
+        ColumnSchema
+
+        Raises
+        ------
+        bayesynth.errors.SchemaError
+            If ``name`` or ``type`` is absent (or the column is invalid).
+        """
         if "name" not in d or "type" not in d:
             raise SchemaError(
                 f"Every schema column needs a 'name' and a 'type'; got {dict(d)!r}."
@@ -230,7 +251,7 @@ class Schema(Mapping[str, ColumnSchema]):
             self._check_rule_levels(r)
 
     def _check_rule_levels(self, r: Rule) -> None:
-        """A rule's value and condition levels must be values its columns can take."""
+        """Check that a rule's value and condition levels are values its columns can take."""
         target = self._columns[r.column]
         v = r.value
         if v is not None and not (isinstance(v, float) and np.isnan(v)):
@@ -278,11 +299,36 @@ class Schema(Mapping[str, ColumnSchema]):
                 and self.rules == other.rules)
 
     def with_rules(self, rules: Iterable[Rule]) -> Schema:
-        """A copy of the schema with these rules (for example some of ``suggested_rules``)."""
+        """Return a copy of the schema with these rules (for example some of ``suggested_rules``).
+
+        Parameters
+        ----------
+        rules : iterable of Rule
+            The rules; they replace the schema's current rules.
+
+        Returns
+        -------
+        Schema
+        """
         return Schema(self._columns.values(), rules, self.suggested_rules)
 
     def with_formulas(self, formulas: Mapping[str, str]) -> Schema:
-        """A copy of the schema in which these columns are derived by pandas expressions.
+        """Return a copy of the schema in which these columns are derived by pandas expressions.
+
+        Parameters
+        ----------
+        formulas : mapping
+            Column name -> expression for :meth:`pandas.DataFrame.eval`; other columns keep
+            their formulas.
+
+        Returns
+        -------
+        Schema
+
+        Raises
+        ------
+        bayesynth.errors.MissingColumnError
+            If a name is not a column of the schema.
 
         Examples
         --------
@@ -319,11 +365,29 @@ class Schema(Mapping[str, ColumnSchema]):
         return list(self._columns)
 
     def of_type(self, *types: str) -> list[str]:
-        """Names of the columns whose type is one of ``types``."""
+        """List the names of the columns whose type is one of ``types``.
+
+        Parameters
+        ----------
+        *types : str
+            Column types, e.g. ``"count"``, ``"continuous"``.
+
+        Returns
+        -------
+        list of str
+            In table order.
+        """
         return [c.name for c in self._columns.values() if c.type in types]
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready description of the schema."""
+        """Describe the schema in JSON-ready form (read back by :meth:`from_dict`).
+
+        Returns
+        -------
+        dict
+            ``format``, ``version``, ``columns`` and ``rules`` (and ``suggested_rules`` when
+            there are any).
+        """
         out = {
             "format": "bayesynth-schema",
             "version": SCHEMA_FORMAT_VERSION,
@@ -336,7 +400,22 @@ class Schema(Mapping[str, ColumnSchema]):
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Schema:
-        """Inverse of :meth:`to_dict`."""
+        """Rebuild a schema from :meth:`to_dict`'s form (the inverse of :meth:`to_dict`).
+
+        Parameters
+        ----------
+        d : mapping
+            Needs a ``columns`` list; ``rules`` and ``suggested_rules`` are optional.
+
+        Returns
+        -------
+        Schema
+
+        Raises
+        ------
+        bayesynth.errors.SchemaError
+            If ``d`` is not a mapping with ``columns``.
+        """
         if not isinstance(d, Mapping) or "columns" not in d:
             raise SchemaError(
                 "A schema is a JSON object with a 'columns' list, as written by Schema.to_json."
@@ -347,6 +426,13 @@ class Schema(Mapping[str, ColumnSchema]):
 
     def to_json(self, path: str | os.PathLike | None = None, *, indent: int = 2) -> str:
         """Serialise to JSON, optionally writing it (atomically) to ``path``.
+
+        Parameters
+        ----------
+        path : path-like, optional
+            File to write (with a final newline).
+        indent : int, default 2
+            JSON indentation.
 
         Returns
         -------
@@ -362,7 +448,22 @@ class Schema(Mapping[str, ColumnSchema]):
 
     @classmethod
     def from_json(cls, source: str | os.PathLike) -> Schema:
-        """Read a schema from JSON text or from a path to a JSON file."""
+        """Read a schema from JSON text or from a path to a JSON file.
+
+        Parameters
+        ----------
+        source : str or path-like
+            JSON text (a string starting with ``{``) or a path.
+
+        Returns
+        -------
+        Schema
+
+        Raises
+        ------
+        bayesynth.errors.SchemaError
+            If the file does not exist or the text is not a valid schema.
+        """
         if isinstance(source, os.PathLike) or (
             isinstance(source, str) and not source.lstrip().startswith("{")
         ):
@@ -394,10 +495,12 @@ def _is_integral(x: np.ndarray) -> bool:
 
 
 def _special_codes(x: np.ndarray) -> np.ndarray:
-    """Negative integer values that mark codes ("not applicable" -8, "refused" -9 ...): at most
-    :data:`MAX_SPECIAL_CODES` distinct ones, each between -999 and -1 and held by at least five
-    records, in a column whose other values are non-negative and take at least two values (a
-    few scattered negative amounts, such as a loss of -3000, are values, not codes)."""
+    """Find the negative integer values that mark codes ("not applicable" -8, "refused" -9 ...).
+
+    At most :data:`MAX_SPECIAL_CODES` distinct ones, each between -999 and -1 and held by at
+    least five records, in a column whose other values are non-negative and take at least two
+    values (a few scattered negative amounts, such as a loss of -3000, are values, not codes).
+    """
     neg, counts = np.unique(x[x < 0], return_counts=True)
     rest = x[x >= 0]
     if (0 < len(neg) <= MAX_SPECIAL_CODES and _is_integral(neg) and neg.min() >= -999
@@ -416,7 +519,20 @@ def _decimals(x: np.ndarray, most: int = 6) -> int | None:
 
 
 def value_part(s: pd.Series, col: ColumnSchema) -> pd.Series:
-    """The values of a numeric column with its special codes set to missing."""
+    """Return the values of a numeric column with its special codes set to missing.
+
+    Parameters
+    ----------
+    s : pandas.Series
+        The column's values.
+    col : ColumnSchema
+        Its schema (with ``special_codes``).
+
+    Returns
+    -------
+    pandas.Series
+        ``s`` itself when the column has no special codes, else a copy with them missing.
+    """
     if not col.special_codes:
         return s
     return s.where(~s.isin(list(col.special_codes)))
@@ -439,7 +555,18 @@ def _check_informative(name: str, values: pd.Series) -> np.ndarray:
 
 
 def is_datetime(dtype: Any) -> bool:
-    """Whether a column of this dtype (or dtype text) holds dates or timestamps."""
+    """Tell whether a column of this dtype (or dtype text) holds dates or timestamps.
+
+    Parameters
+    ----------
+    dtype : dtype or str
+        A pandas/NumPy dtype or its text (e.g. ``"datetime64[ns]"``).
+
+    Returns
+    -------
+    bool
+        True for timezone-naive datetime64 dtypes.
+    """
     if isinstance(dtype, str):
         return dtype.startswith("datetime64")
     return pd.api.types.is_datetime64_any_dtype(dtype) and not isinstance(
@@ -447,15 +574,25 @@ def is_datetime(dtype: Any) -> bool:
 
 
 def days_since_epoch(s: pd.Series) -> pd.Series:
-    """A datetime column as float days since 1970-01-01 (missing stays missing)."""
+    """Convert a datetime column to float days since 1970-01-01 (missing stays missing)."""
     return (s - pd.Timestamp("1970-01-01")) / pd.Timedelta(days=1)
 
 
 def as_numbers(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with its date and timestamp columns as float days since 1970-01-01.
+    """Return ``df`` with its date and timestamp columns as float days since 1970-01-01.
 
     The models work on numbers; :func:`from_days` turns synthetic values back. ``df`` itself
     is not modified (a copy is returned when there is something to convert).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The table.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``df`` itself when it has no date column, else the converted copy.
     """
     dates = [c for c in df.columns if is_datetime(df[c].dtype)]
     if not dates:
@@ -467,7 +604,21 @@ def as_numbers(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def from_days(values: np.ndarray, dtype: str) -> pd.Series:
-    """Float days since 1970-01-01 back to datetimes of ``dtype``."""
+    """Convert float days since 1970-01-01 back to datetimes of ``dtype``.
+
+    Parameters
+    ----------
+    values : numpy.ndarray
+        Days since 1970-01-01; rounded to the second.
+    dtype : str
+        The datetime dtype to return, e.g. ``"datetime64[ns]"``.
+
+    Returns
+    -------
+    pandas.Series
+        The datetimes (NaN gives NaT); left in :func:`pandas.to_datetime`'s dtype if the
+        conversion to ``dtype`` fails.
+    """
     x = np.asarray(values, dtype=float)
     out = pd.Series(pd.to_datetime(np.round(x * 86400.0), unit="s", origin="unix",
                                    errors="coerce"))
@@ -798,7 +949,19 @@ def _validate_column(s: pd.Series, col: ColumnSchema) -> None:
 
 
 def evaluate_formula(df: pd.DataFrame, col: ColumnSchema) -> pd.Series:
-    """The values of a derived column computed from the other columns of ``df``.
+    """Compute the values of a derived column from the other columns of ``df``.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The table.
+    col : ColumnSchema
+        The derived column (with ``formula``, a :meth:`pandas.DataFrame.eval` expression).
+
+    Returns
+    -------
+    pandas.Series
+        One value per record.
 
     Raises
     ------
@@ -822,10 +985,20 @@ def check_formula(df: pd.DataFrame, col: ColumnSchema, *, max_broken: float = 0.
     Values agree when both are missing or when they differ by at most half a unit of the
     column's last decimal place (relative 1e-9 when its decimals are not known).
 
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The table, with ``col`` and the columns its formula uses.
+    col : ColumnSchema
+        The derived column.
+    max_broken : float, default 0.01
+        Largest share of the records that may disagree.
+
     Raises
     ------
     bayesynth.errors.SchemaError
-        More than ``max_broken`` of the records disagree.
+        More than ``max_broken`` of the records disagree, the column is not count or
+        continuous, or the formula cannot be evaluated.
     """
     if col.type not in NUMERIC_TYPES:
         raise SchemaError(f"Column '{col.name}' has a formula but is {col.type}; formulas "

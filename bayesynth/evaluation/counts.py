@@ -37,8 +37,11 @@ __all__ = [
 
 def _paired(original: SparseTable, synthetic: SparseTable
             ) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
-    """Counts of both tables on the union of their non-zero cells, the number of
-    non-structural cells zero in both, and the union's linear indices."""
+    """Pair the counts of both tables on the union of their non-zero cells.
+
+    Returns the original and synthetic counts on the union, the number of non-structural cells
+    zero in both, and the union's linear indices.
+    """
     union = unique_sorted(np.concatenate([original.index, synthetic.index]))
     o = np.zeros(len(union), dtype=np.int64)
     s = np.zeros(len(union), dtype=np.int64)
@@ -49,19 +52,38 @@ def _paired(original: SparseTable, synthetic: SparseTable
 
 
 def paired_counts(original: SparseTable, synthetic: SparseTable) -> pd.DataFrame:
-    """Original and synthetic counts of every cell non-zero in either table (cells zero in both
-    are left out), with the cell's linear ``index``."""
+    """Tabulate original and synthetic counts of every cell non-zero in either table.
+
+    Cells zero in both tables are left out.
+
+    Parameters
+    ----------
+    original, synthetic : SparseTable
+        Tables over the same variables and levels.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per cell: its linear ``index``, ``original`` and ``synthetic`` counts.
+    """
     o, s, _, union = _paired(original, synthetic)
     return pd.DataFrame({"index": union, "original": o, "synthetic": s})
 
 
 def tau_metrics(original: SparseTable, synthetic: SparseTable,
                 ks: Sequence[int] = (0, 1, 2, 3, 4, 5)) -> pd.DataFrame:
-    """Empirical tau metrics (Jackson et al.), structural zeros excluded:
+    """Compute the empirical tau metrics (Jackson et al.), structural zeros excluded.
 
     tau_1(k) share of synthetic cells of size k; tau_2(k) share of original cells of size k;
     tau_3(k) share of original size-k cells still of size k; tau_4(k) share of synthetic size-k
     cells that were of size k. For k = 0 the cells are random zeros.
+
+    Parameters
+    ----------
+    original, synthetic : SparseTable
+        Tables over the same variables and levels.
+    ks : sequence of int, default (0, 1, 2, 3, 4, 5)
+        Cell sizes k to report.
 
     Returns
     -------
@@ -83,10 +105,24 @@ def tau_metrics(original: SparseTable, synthetic: SparseTable,
 
 def within_p_shares(original: SparseTable, synthetic: SparseTable,
                     ps: Sequence[float] = (0.5, 1, 5, 10, 50)) -> pd.DataFrame:
-    """Share of cells whose synthetic count is within p% of the original (Jackson et al.,
-    Table 3): over all non-structural cells (``all``), over the original non-zero cells
-    (``nonzero``), and over the cells non-zero in either table (``either``: fake cells created
-    from random zeros count as misses, so it also reflects the pseudocount)."""
+    """Compute the share of cells whose synthetic count is within p% of the original.
+
+    As in Jackson et al., Table 3: over all non-structural cells (``all``), over the original
+    non-zero cells (``nonzero``), and over the cells non-zero in either table (``either``: fake
+    cells created from random zeros count as misses, so it also reflects the pseudocount).
+
+    Parameters
+    ----------
+    original, synthetic : SparseTable
+        Tables over the same variables and levels.
+    ps : sequence of float, default (0.5, 1, 5, 10, 50)
+        Tolerances p, in percent of the original count.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by p, columns ``all``, ``nonzero`` and ``either``.
+    """
     o, s, zz, _ = _paired(original, synthetic)
     rows = []
     for p in ps:
@@ -99,8 +135,21 @@ def within_p_shares(original: SparseTable, synthetic: SparseTable,
 
 
 def collapse(table: SparseTable, variables: Sequence[str]) -> pd.DataFrame:
-    """The marginal table over ``variables`` as a frame of labels and ``count`` (all cells,
-    zeros included)."""
+    """Collapse a table to its marginal table over ``variables``.
+
+    Parameters
+    ----------
+    table : SparseTable
+        The full table.
+    variables : sequence of str
+        Variables of ``table`` to keep, in the order of the output columns.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per marginal cell (all cells, zeros included): a categorical column of labels
+        per variable and ``count``.
+    """
     pos = [table.names.index(v) for v in variables]
     shape = [table.shape[j] for j in pos]
     codes = table.codes()[:, pos]
@@ -228,7 +277,13 @@ class SaturatedTuning:
     grid: pd.DataFrame
 
     def as_kwargs(self) -> dict:
-        """``family``, ``sigma`` and ``alpha`` as keyword arguments for ``synthesize_table``."""
+        """Return ``family``, ``sigma`` and ``alpha`` as keyword arguments for ``synthesize_table``.
+
+        Returns
+        -------
+        dict
+            ``{"family": ..., "sigma": ..., "alpha": ...}``.
+        """
         return {"family": self.family, "sigma": self.sigma, "alpha": self.alpha}
 
 
@@ -258,8 +313,32 @@ def tune_saturated(table: SparseTable, *, max_risk: float | None = None,
     only. Mean confidence-interval overlap (:func:`loglinear_utility`) needs a synthesis, so
     check the chosen setting with it afterwards.
 
+    Parameters
+    ----------
+    table : SparseTable
+        The original table.
+    max_risk : float, optional
+        Largest acceptable expected tau_4(1).
+    min_utility : float, optional
+        Smallest acceptable expected share of cells kept within ``p`` percent.
+    families : sequence of str, default ("poisson", "nbi", "pig")
+        Count families to search.
+    sigmas : sequence of float
+        Dispersions to search (positive ones only for families other than the Poisson).
+    alphas : sequence of float
+        Pseudocounts to search.
+    p : float, default 50.0
+        Tolerance of the utility, in percent of the original count.
+
+    Returns
+    -------
+    SaturatedTuning
+        The chosen setting, its risk and utility, and the whole searched grid.
+
     Raises
     ------
+    bayesynth.errors.SchemaError
+        If both or neither of ``max_risk`` and ``min_utility`` are given.
     ValueError
         If no setting in the grid meets the requirement (the message gives the best reachable
         value).

@@ -30,8 +30,29 @@ REAL, SYN = "#1f3b73", "#6fa8dc"
 def plot_marginals(real: pd.DataFrame, synthetic: Sequence[pd.DataFrame], *,
                    numeric: Sequence[str] = (), columns: Sequence[str] | None = None,
                    ncols: int = 4) -> plt.Figure:
-    """Real against synthetic marginal of each column: histograms for numbers (all synthetic
-    datasets pooled), bar charts of level shares for the rest."""
+    """Plot the real against the synthetic marginal of each column.
+
+    Histograms for numbers (all synthetic datasets pooled), bar charts of level shares (at most
+    12 levels) for the rest.
+
+    Parameters
+    ----------
+    real : pandas.DataFrame
+        The real table.
+    synthetic : sequence of pandas.DataFrame
+        One or more synthetic tables with the same columns; they are pooled.
+    numeric : sequence of str, default ()
+        Columns drawn as histograms; every other column is drawn as level shares.
+    columns : sequence of str, optional
+        Columns to plot, in panel order; all columns of ``real`` by default.
+    ncols : int, default 4
+        Panels per row.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        One panel per column.
+    """
     cols = list(real.columns if columns is None else columns)
     nrows = int(np.ceil(len(cols) / ncols))
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 2.4 * nrows), squeeze=False)
@@ -75,8 +96,19 @@ def plot_marginals(real: pd.DataFrame, synthetic: Sequence[pd.DataFrame], *,
 
 
 def plot_crosstab(table: pd.DataFrame) -> plt.Figure:
-    """Heat maps of a cross-tabulation from :func:`~bayesynth.evaluation.crosstab_comparison`:
-    real shares, synthetic shares, and their difference."""
+    """Draw heat maps of a cross-tabulation: real shares, synthetic shares, their difference.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        The table returned by :func:`~bayesynth.evaluation.crosstab_comparison` (a two-level
+        index and columns ``real``, ``synthetic`` and ``difference``).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Three heat maps side by side.
+    """
     a, b = table.index.names
     panels = [("real", "Blues"), ("synthetic", "Blues"), ("difference", "RdBu_r")]
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
@@ -101,8 +133,23 @@ def plot_crosstab(table: pd.DataFrame) -> plt.Figure:
 
 
 def plot_coefficients(comparison, dataset: int = 0) -> plt.Figure:
-    """Estimates and intervals of the real fit beside one synthetic fit (Feldman & Kowal,
-    Figure 3), from :func:`~bayesynth.evaluation.regression_inference`."""
+    """Plot estimates and intervals of the real fit beside one synthetic fit.
+
+    As in Feldman & Kowal, Figure 3.
+
+    Parameters
+    ----------
+    comparison : RegressionComparison
+        The result of :func:`~bayesynth.evaluation.regression_inference`.
+    dataset : int, default 0
+        Index of the synthetic dataset to show.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        One row per coefficient; the title gives the dataset's mean CIO and mean standardised
+        squared error.
+    """
     obs, syn = comparison.real, comparison.synthetic[dataset]
     terms = list(obs.index)
     y = np.arange(len(terms))
@@ -124,8 +171,22 @@ def plot_coefficients(comparison, dataset: int = 0) -> plt.Figure:
 
 
 def plot_risk_by_radius(table: pd.DataFrame, best_radius: float | None = None) -> plt.Figure:
-    """File-level identification risk against the matching radius (one box per radius over the
-    synthetic datasets), from :func:`~bayesynth.evaluation.identification_risk_sweep`."""
+    """Plot file-level identification risk against the matching radius.
+
+    One box per radius over the synthetic datasets, with the mean as a line.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        The table returned by :func:`~bayesynth.evaluation.identification_risk_sweep` (columns
+        ``radius`` and ``risk``).
+    best_radius : float, optional
+        The maximising radius, shown in the title.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
     radii = sorted(table["radius"].unique())
     data = [table.loc[table["radius"] == r, "risk"].to_numpy() for r in radii]
     fig, ax = plt.subplots(figsize=(6, 3.5))
@@ -142,8 +203,22 @@ def plot_risk_by_radius(table: pd.DataFrame, best_radius: float | None = None) -
 
 
 def boxplot_2d(ax, x: np.ndarray, y: np.ndarray, *, color: str = SYN, label: str | None = None):
-    """Hornby & Hu's "2D boxplot": a rectangle from the first to the third quartile on both
-    axes, with whiskers from the medians to the minima and maxima."""
+    """Draw Hornby & Hu's "2D boxplot" on ``ax``.
+
+    A rectangle from the first to the third quartile on both axes, with whiskers from the
+    medians to the minima and maxima.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The axes to draw on.
+    x, y : numpy.ndarray
+        The points' coordinates.
+    color : str, optional
+        Colour of the rectangle and whiskers.
+    label : str, optional
+        Legend label of the rectangle.
+    """
     from matplotlib.patches import Rectangle
 
     qx, qy = np.quantile(x, [0, 0.25, 0.5, 0.75, 1]), np.quantile(y, [0, 0.25, 0.5, 0.75, 1])
@@ -158,7 +233,21 @@ def boxplot_2d(ax, x: np.ndarray, y: np.ndarray, *, color: str = SYN, label: str
 def plot_risk_utility(utility: np.ndarray, risk: np.ndarray, *,
                       utility_label: str = "pMSE (lower is better)",
                       risk_label: str = "identification risk") -> plt.Figure:
-    """One point per synthetic dataset, utility against risk, with the 2D boxplot when m > 1."""
+    """Plot utility against risk, one point per synthetic dataset.
+
+    With more than one dataset the 2D boxplot (:func:`boxplot_2d`) is drawn over the points.
+
+    Parameters
+    ----------
+    utility, risk : numpy.ndarray
+        One value per synthetic dataset.
+    utility_label, risk_label : str
+        Axis labels.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
     fig, ax = plt.subplots(figsize=(5.5, 4))
     ax.scatter(utility, risk, color=REAL, zorder=3, label="synthetic datasets")
     if len(utility) > 1:
@@ -178,11 +267,19 @@ _FAMILY_STYLE = {"poisson": ("k", "o"), "nbi": (REAL, "s"), "pig": ("#c0504d", "
 
 
 def plot_count_privacy_utility(results: pd.DataFrame) -> plt.Figure:
-    """Jackson et al.'s Figure 6: privacy ``1 - tau_4(1)`` against utility (mean
-    confidence-interval overlap), one point per synthetic table.
+    """Plot privacy ``1 - tau_4(1)`` against utility, one point per synthetic table.
 
-    ``results`` has columns ``family``, ``sigma``, ``mean_cio`` and ``tau4``, and optionally
-    ``alpha``. The original data sit at (1, 0); points further from the origin are better.
+    Jackson et al.'s Figure 6, with utility the mean confidence-interval overlap. The original
+    data sit at (1, 0); points further from the origin are better.
+
+    Parameters
+    ----------
+    results : pandas.DataFrame
+        Columns ``family``, ``sigma``, ``mean_cio`` and ``tau4``, and optionally ``alpha``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
     """
     fig, ax = plt.subplots(figsize=(5.5, 4.5))
     for family, rows in results.groupby("family", sort=False):
@@ -204,8 +301,22 @@ def plot_count_privacy_utility(results: pd.DataFrame) -> plt.Figure:
 
 
 def plot_tau_by_sigma(grid: pd.DataFrame, *, metric: str = "tau4") -> plt.Figure:
-    """Jackson et al.'s Figure 1: expected tau_4(1) against sigma (log scale), one line per
-    family and alpha. ``grid`` has columns ``family``, ``sigma``, ``alpha`` and ``metric``."""
+    """Plot an expected tau metric at k = 1 against sigma (log scale).
+
+    Jackson et al.'s Figure 1: one line per family and alpha (dashed for alpha > 0); rows with
+    sigma = 0 are left out.
+
+    Parameters
+    ----------
+    grid : pandas.DataFrame
+        Columns ``family``, ``sigma``, ``alpha`` and ``metric``.
+    metric : str, default "tau4"
+        The column to plot.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
     fig, ax = plt.subplots(figsize=(6, 4))
     for (family, alpha), rows in grid.groupby(["family", "alpha"], sort=False):
         rows = rows[rows["sigma"] > 0].sort_values("sigma")
@@ -223,11 +334,27 @@ def plot_tau_by_sigma(grid: pd.DataFrame, *, metric: str = "tau4") -> plt.Figure
 
 def plot_count_comparison(pairs: pd.DataFrame, *, max_points: int = 20_000,
                           random_seed: int = 0) -> plt.Figure:
-    """Jackson et al.'s Figures 2 and 3 for one synthetic table: synthetic against original
-    counts (log-log, with the 45-degree line) and the percentage difference against the
-    original count (the funnel). ``pairs`` has columns ``original`` and ``synthetic`` for the
-    cells non-zero in the original (see :func:`~bayesynth.evaluation.counts.paired_counts`);
-    a random subset of ``max_points`` is drawn."""
+    """Plot synthetic against original cell counts of one synthetic table.
+
+    Jackson et al.'s Figures 2 and 3: synthetic against original counts (log-log, with the
+    45-degree line) and the percentage difference against the original count (the funnel).
+    Only cells non-zero in the original are drawn.
+
+    Parameters
+    ----------
+    pairs : pandas.DataFrame
+        Columns ``original`` and ``synthetic`` (see
+        :func:`~bayesynth.evaluation.counts.paired_counts`).
+    max_points : int, default 20000
+        With more cells than this, a random subset of this size is drawn.
+    random_seed : int, default 0
+        Seed of that subset.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Two panels side by side.
+    """
     pairs = pairs[pairs["original"] > 0]
     if len(pairs) > max_points:
         pairs = pairs.sample(max_points, random_state=random_seed)

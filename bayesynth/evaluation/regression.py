@@ -43,6 +43,19 @@ def interval_overlap(lo_obs, hi_obs, lo_syn, hi_syn):
     ``CIO = 0.5 [(min(u_o, u_s) - max(l_o, l_s)) / (u_o - l_o) + (same) / (u_s - l_s)]``:
     1 for identical intervals, 0 for intervals that just touch, negative when they do not
     overlap (Karr et al. 2006; Feldman & Kowal 2022, section 6.2).
+
+    Parameters
+    ----------
+    lo_obs, hi_obs : array_like
+        Lower and upper bounds of the intervals from the real data.
+    lo_syn, hi_syn : array_like
+        Lower and upper bounds of the intervals from the synthetic data.
+
+    Returns
+    -------
+    numpy.ndarray
+        The overlap of each pair of intervals (NaN where an interval has zero or undefined
+        width).
     """
     lo_obs, hi_obs, lo_syn, hi_syn = (np.asarray(v, float) for v in (lo_obs, hi_obs, lo_syn,
                                                                       hi_syn))
@@ -52,7 +65,22 @@ def interval_overlap(lo_obs, hi_obs, lo_syn, hi_syn):
 
 
 def standardized_squared_error(beta_obs, sd_obs, beta_syn):
-    """``(beta_obs - beta_syn)^2 / sd_obs^2`` elementwise (Feldman & Kowal 2022, section 6.2)."""
+    """Compute ``(beta_obs - beta_syn)^2 / sd_obs^2`` elementwise.
+
+    As in Feldman & Kowal 2022, section 6.2.
+
+    Parameters
+    ----------
+    beta_obs, sd_obs : array_like
+        Estimates and their standard deviations from the real data.
+    beta_syn : array_like
+        Estimates from the synthetic data.
+
+    Returns
+    -------
+    numpy.ndarray
+        The standardised squared errors.
+    """
     beta_obs, sd_obs, beta_syn = (np.asarray(v, float) for v in (beta_obs, sd_obs, beta_syn))
     return (beta_obs - beta_syn) ** 2 / sd_obs**2
 
@@ -197,10 +225,12 @@ class RegressionComparison:
 
     @property
     def mean_cio(self) -> float:
+        """Mean CIO over the synthetic datasets (the mean of ``summary["mean_cio"]``)."""
         return float(self.summary["mean_cio"].mean())
 
     @property
     def mean_std_sq_error(self) -> float:
+        """Mean standardised squared error over the synthetic datasets."""
         return float(self.summary["mean_std_sq_error"].mean())
 
 
@@ -230,6 +260,12 @@ def regression_inference(
         E.g. ``"read ~ mage + m_race + ndi_birth + pm25_1yr:ri_educ"`` (interactions with ``:``).
     method : {"ols", "bayes"}
         See :func:`fit_regression`.
+    level : float, default 0.95
+        Confidence (or credible) level of the intervals.
+    draws, tune, chains : int
+        NUTS settings for ``method="bayes"``.
+    random_seed : int, optional
+        Seeds one fit per table.
 
     Returns
     -------
@@ -300,6 +336,8 @@ def combine_estimates(
     ----------
     estimates, variances : sequence of float
         q_l and v_l (the squared standard errors computed as if each synthetic dataset were real).
+    rule : {"raab2016", "reiter2003"}, default "raab2016"
+        The combining rule, as above.
     n, n_syn : int, optional
         Rows of the real and of each synthetic dataset (default equal).
     level : float, default 0.95

@@ -152,6 +152,10 @@ def report(
         Real records from the same population that the synthesizer did not see (for example a
         random 20% kept aside before fitting). Needed for the DCR ratio and the singling-out
         risk of fully synthetic data.
+    random_state : int, optional
+        Deprecated spelling of ``random_seed`` (FutureWarning).
+    synthesised : sequence of str, optional
+        Deprecated spelling of ``synthesized`` (FutureWarning).
 
     Returns
     -------
@@ -397,7 +401,7 @@ def _fully_synthetic_risk(real, syns, results, sections, *, schema, known, sensi
 
 
 def _at_a_glance(results: dict) -> list[dict[str, Any]]:
-    """A few numbers, with a sentence each."""
+    """Summarise the results in a few numbers, with a sentence each."""
     out = []
     auc = float(np.mean(results["propensity"]["auc_gbm"]))
     spmse = float(np.mean(results["propensity"]["s_pmse"]))

@@ -118,8 +118,10 @@ class IdentificationRisk:
 
 
 def _group_codes(real: pd.DataFrame, syn: pd.DataFrame, cols: Sequence[str]) -> np.ndarray:
-    """One integer per record of ``real`` then ``syn``, equal when all ``cols`` are equal
-    (missing values form their own level). Column-wise factorisation, no Python tuples."""
+    """Return one integer per record of ``real`` then ``syn``, equal when all ``cols`` are equal.
+
+    Missing values form their own level. Column-wise factorisation, no Python tuples.
+    """
     n_total = len(real) + len(syn)
     combined = np.zeros(n_total, dtype=np.int64)
     for c in cols:
@@ -248,6 +250,20 @@ def identification_risk_sweep(
 
     Hornby & Hu recommend reporting the risk at the radius that maximises it.
 
+    Parameters
+    ----------
+    real : pandas.DataFrame
+    synthetic : DataFrame or list of DataFrame
+        Partially synthetic versions, row i standing for real row i.
+    known, synthesized : sequence of str
+        As in :func:`identification_risk`.
+    radii : sequence of float, default (0.01, 0.025, 0.05, 0.1, 0.2, 0.3)
+        The radii to try, each used for every continuous synthesized variable.
+    radius_type : {"percent", "absolute"}
+        As in :func:`identification_risk`.
+    schema : bayesynth.Schema, optional
+        Tells which synthesized variables are continuous.
+
     Returns
     -------
     table : pandas.DataFrame
@@ -282,6 +298,17 @@ def outlier_attribute_disclosure(
     values on the synthetic ones (the squared correlation); for a categorical one the accuracy of
     predicting each real value by its synthetic counterpart. Near 0 (numeric) or near the
     base rate (categorical) is safe.
+
+    Parameters
+    ----------
+    real, synthetic : pandas.DataFrame
+        The real and one synthetic table.
+    public : str
+        The public variable whose extreme values are examined.
+    sensitive : str
+        The sensitive variable an intruder would try to learn.
+    k : int, default 50
+        Number of records taken at each end of ``public``.
 
     Returns
     -------
@@ -685,6 +712,13 @@ def synthetic_kind(real: pd.DataFrame, synthetic: pd.DataFrame, *,
     the tables have the same number of rows and at least one column equals the real column in
     at least ``threshold`` of the rows while two independent draws of it would agree less than
     half the time. Anything else is treated as fully synthetic.
+
+    Parameters
+    ----------
+    real, synthetic : pandas.DataFrame
+        The real and the synthetic table.
+    threshold : float, default 0.9
+        Share of rows in which a column must equal the real one to count as kept.
 
     Returns
     -------

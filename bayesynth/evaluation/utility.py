@@ -49,7 +49,17 @@ def ecdf_distances(real, synthetic) -> tuple[float, float]:
     * max-ECDF = max_i |F_r(x_i) - F_s(x_i)| (the two-sample Kolmogorov-Smirnov statistic);
     * avg-ECDF = (1/N) sum_i (F_r(x_i) - F_s(x_i))^2.
 
-    Missing values are ignored. Returns ``(max_ecdf, avg_ecdf)``; both are 0 for identical data.
+    Missing values are ignored.
+
+    Parameters
+    ----------
+    real, synthetic : array_like
+        Values of the variable in the real and in the synthetic table.
+
+    Returns
+    -------
+    max_ecdf, avg_ecdf : float
+        Both are 0 for identical data, and NaN when either table has no non-missing value.
     """
     x, y = _numeric(real), _numeric(synthetic)
     if len(x) == 0 or len(y) == 0:
@@ -62,12 +72,34 @@ def ecdf_distances(real, synthetic) -> tuple[float, float]:
 
 
 def ks_distance(real, synthetic) -> float:
-    """Largest absolute difference of the empirical CDFs (max-ECDF); see :func:`ecdf_distances`."""
+    """Largest absolute difference of the empirical CDFs (max-ECDF); see :func:`ecdf_distances`.
+
+    Parameters
+    ----------
+    real, synthetic : array_like
+        Values of the variable in the real and in the synthetic table.
+
+    Returns
+    -------
+    float
+        The two-sample Kolmogorov-Smirnov statistic (missing values ignored).
+    """
     return ecdf_distances(real, synthetic)[0]
 
 
 def tv_distance(real, synthetic) -> float:
-    """Total variation distance between the level frequencies (missing counted as a level)."""
+    """Total variation distance between the level frequencies (missing counted as a level).
+
+    Parameters
+    ----------
+    real, synthetic : array_like
+        Values of the variable in the real and in the synthetic table.
+
+    Returns
+    -------
+    float
+        Half the sum of the absolute differences of the level shares, in [0, 1].
+    """
     p = pd.Series(real).astype(object).fillna("<NA>").value_counts(normalize=True)
     q = pd.Series(synthetic).astype(object).fillna("<NA>").value_counts(normalize=True)
     p, q = p.align(q, fill_value=0.0)
@@ -75,8 +107,23 @@ def tv_distance(real, synthetic) -> float:
 
 
 def numeric_columns(df: pd.DataFrame, schema=None) -> list[str]:
-    """Columns treated as numbers: count/continuous in the schema, else numeric non-bool dtypes
-    with more than two distinct values."""
+    """List the columns treated as numbers.
+
+    With a schema, the count and continuous columns; without one, the columns of numeric,
+    non-boolean, non-categorical dtype with more than two distinct values.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The table.
+    schema : bayesynth.Schema, optional
+        Column types.
+
+    Returns
+    -------
+    list of str
+        The numeric columns, in the table's order.
+    """
     if schema is not None:
         return [c for c in df.columns if schema[c].type in ("count", "continuous")]
     out = []
@@ -134,6 +181,12 @@ def marginal_utility(
 def marginal_fidelity(real: pd.DataFrame, synthetic: pd.DataFrame, schema=None) -> pd.DataFrame:
     """One distance per column: max-ECDF (``ks``) for numbers, total variation (``tv``) for levels.
 
+    Parameters
+    ----------
+    real, synthetic : pandas.DataFrame
+    schema : bayesynth.Schema, optional
+        Column types; without it numeric columns are found from the dtypes.
+
     Returns
     -------
     pandas.DataFrame
@@ -154,6 +207,14 @@ def crosstab_comparison(
     real: pd.DataFrame, synthetic: pd.DataFrame, columns: Sequence[str]
 ) -> tuple[pd.DataFrame, float]:
     """Joint relative frequencies of two level columns, real beside synthetic.
+
+    Missing values count as a level of their own.
+
+    Parameters
+    ----------
+    real, synthetic : pandas.DataFrame
+    columns : sequence of str
+        Exactly two columns.
 
     Returns
     -------
@@ -207,8 +268,11 @@ class PropensityResult(NamedTuple):
 
 
 def _design(real: pd.DataFrame, synthetic: pd.DataFrame, columns, schema) -> np.ndarray:
-    """Stacked feature matrix: numeric columns standardised (+ a missing indicator where
-    needed), level columns one-hot with missing as a level (first level dropped)."""
+    """Build the stacked feature matrix of the real then the synthetic records.
+
+    Numeric columns are standardised (+ a missing indicator where needed), level columns
+    one-hot with missing as a level (first level dropped).
+    """
     both = pd.concat([real[columns], synthetic[columns]], ignore_index=True)
     num = set(numeric_columns(real[columns], schema))
     parts = []
@@ -241,7 +305,7 @@ def propensity_score_utility(
     random_seed: int | np.random.Generator | None = None,
     random_state: int | np.random.Generator | None = None,
 ) -> PropensityResult:
-    """pMSE and its standardised ratio (Woo et al. 2009; Snoke et al. 2018).
+    """Compute the pMSE and its standardised ratio (Woo et al. 2009; Snoke et al. 2018).
 
     Real and synthetic records are stacked (N in all, a share c synthetic) and a classifier
     predicts membership; ``pMSE = mean_i (p_i - c)^2``.
@@ -261,6 +325,24 @@ def propensity_score_utility(
     ``s_pmse = pMSE / null``: about 1 for synthetic data indistinguishable from the real.
     ``random_seed`` seeds the CART fits and permutations (``random_state`` is its deprecated
     spelling).
+
+    Parameters
+    ----------
+    real, synthetic : pandas.DataFrame
+    columns : sequence of str, optional
+        Columns the classifier uses; all columns of ``real`` by default.
+    method : {"logit", "logit_interactions", "cart"}, default "logit"
+        The classifier, as above.
+    schema : bayesynth.Schema, optional
+        Column types; without it numeric columns are found from the dtypes.
+    n_permutations : int, default 20
+        Relabellings for the null expectation of ``"cart"``.
+    min_samples_leaf : int, default 5
+        Smallest leaf of the ``"cart"`` tree.
+    random_seed : int or numpy.random.Generator, optional
+        Seeds the CART fits and permutations.
+    random_state : int or numpy.random.Generator, optional
+        Deprecated spelling of ``random_seed`` (FutureWarning).
 
     Returns
     -------

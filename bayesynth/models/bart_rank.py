@@ -42,8 +42,9 @@ class BartDesign:
     predictors : tuple of str
         Source columns, in order.
     kinds : tuple of str
-        ``"numeric"`` (values as they are; NaN allowed) or ``"categorical"`` (integer codes of
-        the schema levels, split by pymc-bart's one-hot rule: one level against the rest).
+        ``"numeric"`` (values as they are; NaN allowed), ``"categorical"`` (integer codes of
+        the schema levels, split by pymc-bart's one-hot rule: one level against the rest) or
+        ``"ordered"`` (ordinal and binary columns: level codes in order, split as numbers).
     levels : tuple
         The schema levels of each categorical predictor (``None`` for numeric ones).
     """
@@ -54,6 +55,19 @@ class BartDesign:
 
     @classmethod
     def from_schema(cls, schema: Schema, predictors: Sequence[str]) -> BartDesign:
+        """Make the design of ``predictors`` from their types in ``schema``.
+
+        Parameters
+        ----------
+        schema : Schema
+            Column types and levels.
+        predictors : sequence of str
+            Columns of ``schema``, in the order of the covariate matrix.
+
+        Returns
+        -------
+        BartDesign
+        """
         kinds, levels = [], []
         for p in predictors:
             col = schema[p]
@@ -66,7 +80,18 @@ class BartDesign:
         return cls(tuple(predictors), tuple(kinds), tuple(levels))
 
     def matrix(self, df: pd.DataFrame) -> np.ndarray:
-        """The covariate matrix of ``df`` (levels as codes, ordered ones by their rank)."""
+        """Build the covariate matrix of ``df`` (levels as codes, ordered ones by their rank).
+
+        Parameters
+        ----------
+        df : pandas.DataFrame
+            A table with the predictor columns.
+
+        Returns
+        -------
+        numpy.ndarray
+            Shape ``(len(df), len(predictors))``, float; missing values are NaN.
+        """
         out = np.empty((len(df), len(self.predictors)))
         for j, (p, kind, lev) in enumerate(zip(self.predictors, self.kinds, self.levels)):
             if kind == "numeric":
@@ -80,17 +105,43 @@ class BartDesign:
         return out
 
     def split_rules(self) -> list:
+        """Return pymc-bart's split rule for each predictor.
+
+        Returns
+        -------
+        list
+            ``pymc_bart.OneHotSplitRule`` for categorical predictors,
+            ``pymc_bart.ContinuousSplitRule`` for the others.
+        """
         import pymc_bart as pmb
 
         return [pmb.OneHotSplitRule if k == "categorical" else pmb.ContinuousSplitRule
                 for k in self.kinds]
 
     def to_dict(self) -> dict:
+        """Return the design as a JSON-ready dict (read back by :meth:`from_dict`).
+
+        Returns
+        -------
+        dict
+            Keys ``predictors``, ``kinds`` and ``levels`` (lists).
+        """
         return {"predictors": list(self.predictors), "kinds": list(self.kinds),
                 "levels": [list(v) if v is not None else None for v in self.levels]}
 
     @classmethod
     def from_dict(cls, d: dict) -> BartDesign:
+        """Rebuild a design from :meth:`to_dict`'s output.
+
+        Parameters
+        ----------
+        d : dict
+            Keys ``predictors``, ``kinds`` and ``levels``.
+
+        Returns
+        -------
+        BartDesign
+        """
         return cls(tuple(d["predictors"]), tuple(d["kinds"]),
                    tuple(tuple(v) if v is not None else None for v in d["levels"]))
 
@@ -183,8 +234,26 @@ def bart_rank_regression(
 
 
 def training_matrix(model: pm.Model) -> np.ndarray:
-    """The covariate matrix a BART rank regression was built with (before pymc-bart's jitter of
-    tied values, which it applies to its own copy)."""
+    """Return the covariate matrix a BART rank regression was built with.
+
+    The matrix is as built, before pymc-bart's jitter of tied values (which it applies to its
+    own copy).
+
+    Parameters
+    ----------
+    model : pymc.Model
+        A model from :func:`bart_rank_regression`.
+
+    Returns
+    -------
+    numpy.ndarray
+        One row per fitted record, one column per predictor.
+
+    Raises
+    ------
+    bayesynth.errors.IncompatibleModelError
+        If the model was not built by :func:`bart_rank_regression`.
+    """
     X = model_metadata(model, "bart_design")
     if X is None:
         raise IncompatibleModelError("This model was not built by bart_rank_regression.")

@@ -51,16 +51,52 @@ class LatentClassSpec:
     psi_prior: float
 
     def table_name(self, t: int) -> str:
+        """Return the name suffix of table ``t`` in the model's variables (``"t0"``, ``"t1"``...).
+
+        Parameters
+        ----------
+        t : int
+            Position of the table in ``tables``.
+
+        Returns
+        -------
+        str
+            ``f"t{t}"``, as in ``M_t0`` and ``P_t0``.
+        """
         return f"t{t}"
 
 
 def latent_class_spec(model: pm.Model) -> LatentClassSpec | None:
-    """The spec of a model built by :func:`latent_class_dp_model` (None for other models)."""
+    """Return the spec of a model built by :func:`latent_class_dp_model`.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        Any PyMC model.
+
+    Returns
+    -------
+    LatentClassSpec or None
+        The spec, or None for models not built by :func:`latent_class_dp_model`.
+    """
     return model_metadata(model, "latent_class")
 
 
 def cell_labels(variables: Sequence[str], levels: Mapping[str, Sequence]) -> list[str]:
-    """Labels of a table's cells in C order, e.g. ``"sex=F|age=old"``."""
+    """Label a table's cells in C order, e.g. ``"sex=F|age=old"``.
+
+    Parameters
+    ----------
+    variables : sequence of str
+        The table's variables, in order.
+    levels : mapping
+        Levels of each variable.
+
+    Returns
+    -------
+    list of str
+        One label per cell, the last variable varying fastest.
+    """
     grids = [[f"{v}={lev}" for lev in levels[v]] for v in variables]
     out = [""]
     for g in grids:
@@ -69,7 +105,20 @@ def cell_labels(variables: Sequence[str], levels: Mapping[str, Sequence]) -> lis
 
 
 def stick_breaking(v: pt.TensorVariable) -> pt.TensorVariable:
-    """pi_h = v_h prod_{l<h} (1 - v_l), the last weight taking the remainder."""
+    """Turn stick-breaking fractions into weights: pi_h = v_h prod_{l<h} (1 - v_l).
+
+    The last weight takes the remainder, so the weights add up to 1.
+
+    Parameters
+    ----------
+    v : pytensor.tensor.TensorVariable
+        The k - 1 break fractions, each in (0, 1).
+
+    Returns
+    -------
+    pytensor.tensor.TensorVariable
+        The k weights.
+    """
     rest = pt.concatenate([pt.ones((1,)), pt.cumprod(1 - v)])
     return pt.concatenate([v, pt.ones((1,))]) * rest
 
@@ -103,7 +152,7 @@ def latent_class_dp_model(
     full_table: bool | None = None,
     priors: Mapping[str, PriorFactory] | None = None,
 ) -> pm.Model:
-    """A PyMC model of the latent class composite likelihood for noisy marginal tables.
+    """Build a PyMC model of the latent class composite likelihood for noisy marginal tables.
 
     Parameters
     ----------

@@ -105,6 +105,7 @@ class CategoricalBlock:
 
     @property
     def has_missing_level(self) -> bool:
+        """Whether the last level is :data:`MISSING_LEVEL` (missing values modelled as a level)."""
         return len(self.levels) > 0 and self.levels[-1] == MISSING_LEVEL
 
     @property
@@ -151,8 +152,10 @@ class OrderedColumn:
 
     @property
     def normal_scores(self) -> np.ndarray:
-        """Phi^-1(midrank / (m + 1)) of each record's value (m observed records); 0 where
-        missing."""
+        """Phi^-1(midrank / (m + 1)) of each record's value (m observed records).
+
+        Records whose value is missing get 0.
+        """
         obs = self.codes >= 0
         m = int(obs.sum())
         counts = np.bincount(self.codes[obs], minlength=self.n_groups)
@@ -207,6 +210,7 @@ class LatentLayout:
 
     @property
     def level_names(self) -> list[str]:
+        """Names of the categorical latent columns, in the order of :attr:`level_columns`."""
         return [self.latent_names[j] for j in self.level_columns]
 
     @property
@@ -228,6 +232,7 @@ class LatentLayout:
 
     @property
     def ordered_columns(self) -> np.ndarray:
+        """Latent indices of the ordered columns (rank likelihood or fixed normal scores)."""
         return self.k_ord_cols
 
     @property
@@ -242,8 +247,10 @@ class LatentLayout:
 
     @property
     def rescalable_columns(self) -> np.ndarray:
-        """Columns whose likelihood does not change when they are rescaled alone: rank
-        columns and ``"rpl"`` level columns."""
+        """Columns whose likelihood does not change when they are rescaled alone.
+
+        These are the rank columns and the ``"rpl"`` level columns, sorted.
+        """
         return np.sort(np.r_[self.rank_columns, self.k_lvl_cols]).astype(np.int64)
 
     @property
@@ -495,7 +502,19 @@ class LatentLayout:
     # ---------------------------------------------------------------------------- constraints
 
     def bounds_satisfied(self, z: np.ndarray) -> bool:
-        """Whether ``z`` (n x p*) lies in the rank-probit event E (strict inequalities)."""
+        """Check whether ``z`` (n x p*) lies in the rank-probit event E (strict inequalities).
+
+        Parameters
+        ----------
+        z : numpy.ndarray
+            A latent matrix.
+
+        Returns
+        -------
+        bool
+            True when ``z`` has shape (n, p*), is finite, and meets every level, utility,
+            fixed-score and rank constraint of the layout.
+        """
         z = np.asarray(z)
         if z.shape != (self.n, self.p_latent) or not np.all(np.isfinite(z)):
             return False
@@ -532,12 +551,19 @@ class LatentLayout:
         return True
 
     def initial_z(self) -> np.ndarray:
-        """A point of the constraint set: normal scores of the ranks for ordered columns;
-        +-0.5 for ``"rpl"`` level columns; 0.5 for a record's own ``"mnp"`` utility and -0.5
-        for the others (all -0.5 at the reference level, 0 without information).
+        """Return a point of the constraint set, to start the sampler from.
+
+        Normal scores of the ranks for ordered columns; +-0.5 for ``"rpl"`` level columns; 0.5
+        for a record's own ``"mnp"`` utility and -0.5 for the others (all -0.5 at the reference
+        level, 0 without information).
 
         For ordered columns each tie group gets ``Phi^-1(midrank / (m + 1))`` (m observed
         records), strictly increasing in the group; missing entries get 0.
+
+        Returns
+        -------
+        numpy.ndarray
+            The n x p* matrix, Fortran-ordered.
         """
         z = np.zeros((self.n, self.p_latent), order="F")
         if len(self.k_lvl_cols):
@@ -565,8 +591,19 @@ class LatentLayout:
 
 
 def mnp_levels(u: np.ndarray) -> np.ndarray:
-    """The multinomial-probit level of each row of utilities ``u`` (n x (K - 1)): the position
-    of the largest positive utility, or -1 (the reference level) when none is positive."""
+    """Return the multinomial-probit level of each row of utilities ``u``.
+
+    Parameters
+    ----------
+    u : numpy.ndarray
+        Utilities, n x (K - 1).
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        Per row, the position of the largest positive utility, or -1 (the reference level)
+        when none is positive.
+    """
     u = np.asarray(u)
     if u.shape[1] == 0:
         return np.full(len(u), -1, dtype=np.int64)
@@ -586,6 +623,19 @@ def same_variable_level_pairs(latent_names: list[str], level_names: list[str]) -
     through them, the scaled intercepts) are weakly identified: they mix slowly and lean on the
     prior, while the quantities synthesis depends on (correlations between variables, level
     probabilities) are pinned down by the data.
+
+    Parameters
+    ----------
+    latent_names : list of str
+        Names of all latent columns; a level column's variable is the part of its name before
+        the last ``[`` (as in ``"<variable>[<level>]"``).
+    level_names : list of str
+        Names of the categorical level columns among them.
+
+    Returns
+    -------
+    numpy.ndarray of bool
+        p* x p*, False on the diagonal.
     """
     levels = set(level_names)
     owner = [name.rsplit("[", 1)[0] if name in levels else None for name in latent_names]
@@ -598,16 +648,36 @@ def same_variable_level_pairs(latent_names: list[str], level_names: list[str]) -
 
 
 def register_layout(model, layout: LatentLayout) -> None:
-    """Attach a layout to a model whose latent data are not a free variable (see
-    :func:`bayesynth.models.bart_rank_regression`); it travels with the model through PyMC's
-    model transforms (:mod:`bayesynth.models.metadata`)."""
+    """Attach a layout to a model whose latent data are not a free variable.
+
+    For example :func:`bayesynth.models.bart_rank_regression`. The layout travels with the
+    model through PyMC's model transforms (:mod:`bayesynth.models.metadata`).
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model.
+    layout : LatentLayout
+        Its latent layout.
+    """
     from bayesynth.models.metadata import attach_metadata
 
     attach_metadata("layout", layout, model)
 
 
 def registered_layout(model) -> LatentLayout | None:
-    """The layout attached by :func:`register_layout`, if any."""
+    """Return the layout attached by :func:`register_layout`, if any.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        Any PyMC model.
+
+    Returns
+    -------
+    LatentLayout or None
+        The registered layout, or None when none was attached.
+    """
     from bayesynth.models.metadata import model_metadata
 
     return model_metadata(model, "layout")

@@ -22,7 +22,17 @@ PREFIX = "bayesynth_"
 
 
 def attach_metadata(name: str, payload: Any, model: pm.Model | None = None) -> None:
-    """Attach ``payload`` to ``model`` (default: the model in context) under ``name``."""
+    """Attach ``payload`` to ``model`` (default: the model in context) under ``name``.
+
+    Parameters
+    ----------
+    name : str
+        Key of the payload; the model gains a data container ``bayesynth_<name>``.
+    payload : object
+        Any Python object (not None: a None payload reads back as absent).
+    model : pymc.Model, optional
+        The model; the one in context when omitted.
+    """
     model = pm.modelcontext(model)
     with model:
         holder = pm.Data(PREFIX + name, np.zeros(0))
@@ -30,7 +40,22 @@ def attach_metadata(name: str, payload: Any, model: pm.Model | None = None) -> N
 
 
 def model_metadata(model: pm.Model, name: str, default: Any = None) -> Any:
-    """The payload attached under ``name``, or ``default`` when there is none."""
+    """Return the payload attached under ``name``, or ``default`` when there is none.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model.
+    name : str
+        Key given to :func:`attach_metadata`.
+    default : object, optional
+        Returned when nothing is attached under ``name``.
+
+    Returns
+    -------
+    object
+        The payload or ``default``.
+    """
     key = PREFIX + name
     for var in getattr(model, "data_vars", []):
         if getattr(var, "name", None) == key:
@@ -41,8 +66,20 @@ def model_metadata(model: pm.Model, name: str, default: Any = None) -> Any:
 
 
 def metadata_names(model: pm.Model, prefix: str = "") -> list[str]:
-    """Names (without :data:`PREFIX`) of the metadata attached to ``model`` that start with
-    ``prefix``."""
+    """List the names of the metadata attached to ``model`` that start with ``prefix``.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model.
+    prefix : str, default ""
+        Keep only names starting with this.
+
+    Returns
+    -------
+    list of str
+        The names without :data:`PREFIX`, in the order of the model's data containers.
+    """
     out = []
     for var in getattr(model, "data_vars", []):
         name = getattr(var, "name", None) or ""

@@ -69,8 +69,25 @@ class Priors:
 
     def get(self, name: str, rv_name: str, dims: tuple[str, ...] | str | None,
             default: Callable[[], Any]) -> Any:
-        """The prior of ``name``: the user's replacement (built as ``rv_name`` with ``dims``)
-        or ``default()``.
+        """Return the prior of ``name``: the user's replacement or ``default()``.
+
+        Call it inside the model's context.
+
+        Parameters
+        ----------
+        name : str
+            The swappable prior's name.
+        rv_name : str
+            Name the replacement must give its model variable.
+        dims : str, tuple of str or None
+            Dims passed to the replacement (as a tuple).
+        default : callable
+            Builds the default prior (called with no arguments) when ``name`` was not replaced.
+
+        Returns
+        -------
+        object
+            The replacement's random variable, or whatever ``default()`` returns.
 
         Raises
         ------

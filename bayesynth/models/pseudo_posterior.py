@@ -100,7 +100,7 @@ def weighted_observed(
     dims: str | tuple[str, ...] | None = None,
     dp_refusal: str | None = None,
 ):
-    """An observed variable with a record-weighted, optionally censored, log-likelihood.
+    """Create an observed variable with a record-weighted, optionally censored, log-likelihood.
 
     Parameters
     ----------
@@ -191,7 +191,7 @@ def _has_record_constants(params: Sequence[Any], n: int) -> bool:
 
 
 def observed_name(model: pm.Model) -> str:
-    """The name of the model's (single) weighted observed variable.
+    """Return the name of the model's (single) weighted observed variable.
 
     Parameters
     ----------
@@ -210,7 +210,7 @@ def observed_name(model: pm.Model) -> str:
 
 
 def observed_info(model: pm.Model) -> ObservedInfo:
-    """What :func:`weighted_observed` registered for the model's weighted likelihood.
+    """Return what :func:`weighted_observed` registered for the model's weighted likelihood.
 
     Parameters
     ----------
@@ -277,7 +277,7 @@ def record_loglik(model: pm.Model, idata, *, max_draws: int | None = None,
 
 
 def contribution_function(model: pm.Model) -> Callable[..., np.ndarray]:
-    """The model's own per-record pseudo log-likelihood, as a function of new records.
+    """Compile the model's own per-record pseudo log-likelihood as a function of new records.
 
     Compiles the logp graph of the weighted (and censored) observed variable exactly as the
     sampler sees it, with the records and weights replaced by inputs: an audit tool for
@@ -324,8 +324,11 @@ def contribution_function(model: pm.Model) -> Callable[..., np.ndarray]:
 
 
 def _neighbour_datasets(data) -> list:
-    """Two neighbours of ``data``: its first record replaced by an extreme one, and its last
-    record removed."""
+    """Return two neighbours of ``data``.
+
+    The first has its first record replaced by the record farthest from it, the second its last
+    record removed.
+    """
     if isinstance(data, pd.DataFrame):
         num = data.select_dtypes("number")
         key = (num.iloc[:, 0].to_numpy(float) if num.shape[1] else np.arange(len(data)))
@@ -557,7 +560,7 @@ def linear_regression(
     scale: Sequence[float] | None = None,
     priors: Mapping[str, PriorFactory] | None = None,
 ) -> pm.Model:
-    """Normal linear regression ``y ~ N(b0 + X b, sigma)``: partially synthetic responses.
+    """Build the linear regression ``y ~ N(b0 + X b, sigma)`` for partially synthetic responses.
 
     Priors ``b0 ~ N(0, intercept_sigma)``, ``b ~ N(0, beta_sigma)``,
     ``sigma ~ HalfNormal(sigma_sigma)`` with fixed hyperparameters; predictors are used as

@@ -66,8 +66,11 @@ MAX_DENSE_CELLS = 20_000_000
 
 
 def unique_sorted(values: np.ndarray) -> np.ndarray:
-    """Sorted distinct values by sorting (NumPy 2.4's hash-based ``np.unique`` is about 15 times
-    slower on tens of millions of cell indices)."""
+    """Return the sorted distinct values, found by sorting.
+
+    NumPy 2.4's hash-based ``np.unique`` is about 15 times slower on tens of millions of cell
+    indices.
+    """
     values = np.sort(np.asarray(values), kind="stable")
     if len(values) < 2:
         return values
@@ -92,9 +95,25 @@ class StructuralZeros:
     @classmethod
     def from_rule(cls, levels: Mapping[str, Sequence], *rules: Mapping[str, Sequence]
                   ) -> StructuralZeros:
-        """Blocks from rules given as level *labels*.
+        """Build the blocks from rules given as level *labels*.
 
         Example: ``StructuralZeros.from_rule(levels, {"age": [14, 15], "degree": ["yes"]})``.
+
+        Parameters
+        ----------
+        levels : mapping
+            Each variable's level labels, in code order.
+        *rules : mapping
+            One block each: variable name -> the labels of its structural levels.
+
+        Returns
+        -------
+        StructuralZeros
+
+        Raises
+        ------
+        bayesynth.errors.SchemaError
+            If a rule names an unknown variable or level.
         """
         blocks = []
         for rule in rules:
@@ -111,7 +130,21 @@ class StructuralZeros:
         return cls(blocks)
 
     def mask_codes(self, names: Sequence[str], codes: np.ndarray) -> np.ndarray:
-        """Whether each cell (rows of per-variable ``codes``) is structural."""
+        """Tell whether each cell (rows of per-variable ``codes``) is structural.
+
+        Parameters
+        ----------
+        names : sequence of str
+            The variables, in the order of the columns of ``codes``; must include every
+            variable the blocks name.
+        codes : numpy.ndarray
+            One row per cell, one column of level codes per variable.
+
+        Returns
+        -------
+        numpy.ndarray of bool
+            One entry per row of ``codes``.
+        """
         out = np.zeros(len(codes), dtype=bool)
         pos = {n: j for j, n in enumerate(names)}
         for block in self.blocks:
@@ -122,7 +155,20 @@ class StructuralZeros:
         return out
 
     def count(self, names: Sequence[str], shape: Sequence[int]) -> int:
-        """Number of structural cells (exact; enumerates only the variables the blocks name)."""
+        """Count the structural cells (exact; enumerates only the variables the blocks name).
+
+        Parameters
+        ----------
+        names : sequence of str
+            The table's variables, in order.
+        shape : sequence of int
+            Number of levels of each variable.
+
+        Returns
+        -------
+        int
+            Number of cells of the table that match some block.
+        """
         if not self.blocks:
             return 0
         used = sorted({v for b in self.blocks for v in b}, key=list(names).index)
@@ -158,35 +204,73 @@ class SparseTable:
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """Number of levels of each variable, in table order."""
         return tuple(len(self.levels[n]) for n in self.names)
 
     @property
     def n_cells(self) -> int:
+        """Number of cells of the full table (structural ones included)."""
         return int(np.prod(self.shape, dtype=np.float64))
 
     @property
     def n_records(self) -> int:
+        """Number of records: the sum of the counts."""
         return int(self.counts.sum())
 
     def codes(self, index: np.ndarray | None = None) -> np.ndarray:
-        """Per-variable codes of cells (rows), by default the non-zero ones."""
+        """Return the per-variable codes of cells (rows), by default the non-zero ones.
+
+        Parameters
+        ----------
+        index : numpy.ndarray, optional
+            Linear (C-order) cell indices; ``self.index`` by default.
+
+        Returns
+        -------
+        numpy.ndarray of int64
+            One row per cell, one column per variable.
+        """
         idx = self.index if index is None else index
         return np.array(np.unravel_index(idx, self.shape)).T.astype(np.int64)
 
     def n_structural(self) -> int:
+        """Count the structural cells of the table.
+
+        Returns
+        -------
+        int
+        """
         return self.structural.count(self.names, self.shape)
 
     def n_random_zeros(self) -> int:
+        """Count the random zeros: empty cells that are not structural.
+
+        Returns
+        -------
+        int
+        """
         return self.n_cells - len(self.index) - self.n_structural()
 
     def to_dense(self) -> np.ndarray:
-        """The full table as an array (only for tables that fit in memory)."""
+        """Return the full table as an array (only for tables that fit in memory).
+
+        Returns
+        -------
+        numpy.ndarray of int64
+            Shape :attr:`shape`.
+        """
         out = np.zeros(self.shape, dtype=np.int64)
         out.reshape(-1)[self.index] = self.counts
         return out
 
     def structural_mask(self) -> np.ndarray:
-        """Dense boolean mask of structural cells."""
+        """Return the dense boolean mask of structural cells.
+
+        Returns
+        -------
+        numpy.ndarray of bool
+            Shape :attr:`shape`.
+        """
         grid = np.array(np.unravel_index(np.arange(self.n_cells), self.shape)).T
         return self.structural.mask_codes(self.names, grid).reshape(self.shape)
 
@@ -194,6 +278,10 @@ class SparseTable:
         """One row per non-zero cell: the variables (categorical, all levels kept) and ``count``.
 
         :func:`microdata_to_table` with ``count="count"`` turns it back into the table.
+
+        Returns
+        -------
+        pandas.DataFrame
         """
         c = self.codes()
         data = {n: pd.Categorical.from_codes(c[:, j], categories=self.levels[n])
@@ -204,6 +292,23 @@ class SparseTable:
     @classmethod
     def from_dense(cls, table: np.ndarray, names: Sequence[str], levels: Mapping[str, Sequence],
                    structural: StructuralZeros | None = None) -> SparseTable:
+        """Build a sparse table from a dense array of counts.
+
+        Parameters
+        ----------
+        table : numpy.ndarray
+            Counts, one axis per variable.
+        names : sequence of str
+            The variables, in axis order.
+        levels : mapping
+            Each variable's level labels.
+        structural : StructuralZeros, optional
+            Structural zeros (none by default).
+
+        Returns
+        -------
+        SparseTable
+        """
         flat = np.asarray(table).reshape(-1)
         idx = np.flatnonzero(flat).astype(np.int64)
         return cls(list(names), {n: list(levels[n]) for n in names}, idx,
@@ -237,6 +342,11 @@ def microdata_to_table(df: pd.DataFrame, variables: Sequence[str] | None = None,
     structural : StructuralZeros or list of rules, optional
         Structural zeros; rules are given by level labels (see
         :meth:`StructuralZeros.from_rule`).
+
+    Returns
+    -------
+    SparseTable
+        The table, checked (no negative counts, no records in structural cells).
 
     Notes
     -----
@@ -295,7 +405,22 @@ def microdata_to_table(df: pd.DataFrame, variables: Sequence[str] | None = None,
 
 def table_to_microdata(table: SparseTable, *, shuffle: bool = True,
                        random_seed: int | None = None) -> pd.DataFrame:
-    """One record per unit of count, with categorical columns carrying the table's labels."""
+    """Expand a table into records: one per unit of count.
+
+    Parameters
+    ----------
+    table : SparseTable
+        The table.
+    shuffle : bool, default True
+        Shuffle the records; otherwise they come in cell order.
+    random_seed : int, optional
+        Seed of the shuffle.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per record, one categorical column per variable carrying the table's labels.
+    """
     rep = np.repeat(np.arange(len(table.index)), table.counts)
     if shuffle:
         np.random.default_rng(random_seed).shuffle(rep)
@@ -309,8 +434,10 @@ def table_to_microdata(table: SparseTable, *, shuffle: bool = True,
 
 @numba.njit(cache=True)
 def _pig_recursion(mu: float, sigma: float, kmax: int) -> np.ndarray:
-    """Willmot's recursion carried out on a rescaled scale (p_0 underflows for large mu), so
-    that every p_k is accurate however small; returns the pmf."""
+    """Return the PIG pmf by Willmot's recursion, carried out on a rescaled scale.
+
+    p_0 underflows for large mu; rescaling keeps every p_k accurate however small.
+    """
     t = 1.0 + 2.0 * sigma * mu
     log_p0 = (1.0 - np.sqrt(t)) / sigma
     logp = np.full(kmax + 1, -np.inf)
@@ -334,12 +461,14 @@ def _pig_recursion(mu: float, sigma: float, kmax: int) -> np.ndarray:
 
 
 def _pig_pmf(mu: float, sigma: float, kmax: int | None) -> np.ndarray:
-    """PIG pmf by the recursion of Willmot (1987): with t = 1 + 2 sigma mu,
-    p0 = exp((1 - sqrt t) / sigma), p1 = mu / sqrt(t) p0,
+    """Return the PIG pmf by the recursion of Willmot (1987).
+
+    With t = 1 + 2 sigma mu, p0 = exp((1 - sqrt t) / sigma), p1 = mu / sqrt(t) p0,
     p_k = (2 sigma mu / t)(1 - 3/(2k)) p_{k-1} + mu^2 / (t k (k - 1)) p_{k-2}.
 
     Without ``kmax`` the support is extended until the tail mass left out is below 1e-10 (the
-    PIG's tail is heavy when sigma mu is large)."""
+    PIG's tail is heavy when sigma mu is large).
+    """
     if kmax is not None:
         return _pig_recursion(float(mu), float(sigma), int(kmax))
     kmax = int(np.ceil(mu + 12 * np.sqrt(mu + sigma * mu**2) + 20))
@@ -374,6 +503,22 @@ def count_pmf(family: str, mu: float, sigma: float = 0.0, kmax: int | None = Non
     Efron's double Poisson has mean and variance close to mu and mu / theta only when mu is not
     small (for mu = 0.2 and theta = 3 the mean is well below 0.2); its pmf is normalised
     numerically.
+
+    Parameters
+    ----------
+    family : {"poisson", "nbi", "pig", "dpo"}
+        The synthesis distribution.
+    mu : float
+        Its mean.
+    sigma : float, default 0.0
+        Dispersion, or precision theta for ``dpo``.
+    kmax : int, optional
+        Largest k; by default one beyond which the tail is negligible.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``P(Y = k)`` for k = 0..kmax.
     """
     validate_parameters(family, sigma)
     var = mu / sigma if family == "dpo" and sigma > 0 else mu + (
@@ -393,8 +538,10 @@ def count_pmf(family: str, mu: float, sigma: float = 0.0, kmax: int | None = Non
 
 def _draw_by_pmf(rng: np.random.Generator, family: str, sigma: float,
                  f: np.ndarray) -> np.ndarray:
-    """Draw counts by inverting each distinct mean's CDF (for the double Poisson, which has no
-    native sampler)."""
+    """Draw counts by inverting each distinct mean's CDF.
+
+    Used for the double Poisson, which has no native sampler.
+    """
     f = np.asarray(f, dtype=float)
     out = np.zeros(len(f), dtype=np.int64)
     values, inverse = np.unique(f, return_inverse=True)
@@ -412,7 +559,23 @@ def _draw_by_pmf(rng: np.random.Generator, family: str, sigma: float,
 
 
 def validate_parameters(family: str, sigma: float, alpha: float = 0.0) -> None:
-    """Refuse an unknown family or a negative, infinite or (for ``dpo``) zero parameter."""
+    """Refuse an unknown family or a negative, infinite or (for ``dpo``) zero parameter.
+
+    Parameters
+    ----------
+    family : str
+        Must be one of :data:`FAMILIES`.
+    sigma : float
+        Dispersion (precision theta for ``dpo``); finite and non-negative (positive for
+        ``dpo``).
+    alpha : float, default 0.0
+        Pseudocount; finite and non-negative.
+
+    Raises
+    ------
+    bayesynth.errors.SchemaError
+        If a parameter is invalid.
+    """
     if family not in FAMILIES:
         raise SchemaError(f"family must be one of {FAMILIES}; got {family!r}.")
     if not np.isfinite(sigma) or sigma < 0:
@@ -426,9 +589,27 @@ def validate_parameters(family: str, sigma: float, alpha: float = 0.0) -> None:
 
 def draw_counts(rng: np.random.Generator, family: str, sigma: float, f: np.ndarray
                 ) -> np.ndarray:
-    """Independent draws, one per mean in ``f``, from the synthesis distribution (numpy's
-    samplers; the PIG as a Poisson mixed over an inverse-Gaussian rate; the double Poisson by
-    inversion of its pmf)."""
+    """Draw counts independently from the synthesis distribution, one per mean in ``f``.
+
+    NumPy's samplers are used; the PIG is drawn as a Poisson mixed over an inverse-Gaussian
+    rate, the double Poisson by inversion of its pmf.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Source of randomness.
+    family : {"poisson", "nbi", "pig", "dpo"}
+        The synthesis distribution.
+    sigma : float
+        Dispersion, or precision theta for ``dpo``.
+    f : numpy.ndarray
+        The means.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        One count per mean.
+    """
     validate_parameters(family, sigma)
     f = np.asarray(f, dtype=float)
     if family == "poisson" or (sigma == 0 and family != "dpo"):
@@ -447,8 +628,10 @@ def draw_counts(rng: np.random.Generator, family: str, sigma: float, f: np.ndarr
 
 
 def cell_means(dense: np.ndarray, structural: np.ndarray, alpha: float) -> np.ndarray:
-    """Mean of each cell's synthetic count: its count, alpha for a random zero, 0 for a
-    structural zero."""
+    """Return the mean of each cell's synthetic count.
+
+    That is its count, alpha for a random zero, and 0 for a structural zero.
+    """
     return np.where(structural, 0.0, np.where(dense == 0, alpha, dense)).astype(float)
 
 
@@ -463,7 +646,7 @@ def saturated_count_model(
     structural: StructuralZeros | np.ndarray | None = None,
     priors: Mapping[str, PriorFactory] | None = None,
 ) -> pm.Model:
-    """A PyMC model whose prior-predictive draws are synthetic tables.
+    """Build a PyMC model whose prior-predictive draws are synthetic tables.
 
     Named dims, one per variable. The observed table enters as data ``f`` (with the pseudocount
     alpha on random zeros and 0 on structural zeros); ``counts`` is the synthetic table:
@@ -562,7 +745,7 @@ def _size_distribution(table: SparseTable) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _scipy_family(family: str, mu: np.ndarray, sigma: float):
-    """scipy distribution (frozen over an array of means) for the families scipy has."""
+    """Return the SciPy distribution (frozen over an array of means), or None if SciPy lacks it."""
     if family == "poisson" or (sigma == 0 and family != "dpo"):
         return stats.poisson(mu)
     if family == "nbi":
@@ -572,7 +755,26 @@ def _scipy_family(family: str, mu: np.ndarray, sigma: float):
 
 
 def transition(family: str, sigma: float, alpha: float, j: int, k: np.ndarray) -> np.ndarray:
-    """P(synthetic = k | original = j); a random zero (j = 0) has mean alpha."""
+    """Compute P(synthetic = k | original = j); a random zero (j = 0) has mean alpha.
+
+    Parameters
+    ----------
+    family : {"poisson", "nbi", "pig", "dpo"}
+        The synthesis distribution.
+    sigma : float
+        Dispersion, or precision theta for ``dpo``.
+    alpha : float
+        Pseudocount of random zeros.
+    j : int
+        Original count.
+    k : numpy.ndarray
+        Synthetic counts.
+
+    Returns
+    -------
+    numpy.ndarray
+        One probability per entry of ``k``.
+    """
     return _transition_matrix(family, sigma, alpha, np.array([j]), np.asarray(k))[0]
 
 
@@ -619,7 +821,7 @@ def _interval_probabilities(family: str, sigma: float, alpha: float, sizes: np.n
 
 def expected_tau(table: SparseTable, *, family: str = "poisson", sigma: float = 0.0,
                  alpha: float = 0.0, ks: Sequence[int] = (0, 1, 2, 3, 4, 5)) -> pd.DataFrame:
-    """Expected tau metrics of a synthesis, computed before synthesising (Jackson et al.).
+    """Compute the expected tau metrics of a synthesis before synthesising (Jackson et al.).
 
     With N_j original cells of size j (j = 0: random zeros; structural zeros excluded) and
     P(k | j) the synthesis distribution:
@@ -628,6 +830,19 @@ def expected_tau(table: SparseTable, *, family: str = "poisson", sigma: float = 
     * tau_2(k) = N_k / K;
     * E tau_3(k) = P(k | k) (for k = 0, the probability that a random zero stays 0);
     * E tau_4(k) = N_k P(k | k) / sum_j N_j P(k | j) (a ratio of expectations).
+
+    Parameters
+    ----------
+    table : SparseTable
+        The original table.
+    family : {"poisson", "nbi", "pig", "dpo"}, default "poisson"
+        The synthesis distribution.
+    sigma : float, default 0.0
+        Dispersion, or precision theta for ``dpo``.
+    alpha : float, default 0.0
+        Pseudocount of random zeros.
+    ks : sequence of int, default (0, 1, 2, 3, 4, 5)
+        Cell sizes k to report.
 
     Returns
     -------
@@ -653,10 +868,30 @@ def expected_tau(table: SparseTable, *, family: str = "poisson", sigma: float = 
 def expected_within(table: SparseTable, *, family: str = "poisson", sigma: float = 0.0,
                     alpha: float = 0.0, ps: Sequence[float] = (0.5, 1, 5, 10, 50)
                     ) -> pd.DataFrame:
-    """Expected share of cells whose synthetic count is within p% of the original: over all
-    non-structural cells (``all``; a zero is "within" only if it stays 0), over the original
-    non-zero cells (``nonzero``) and over the cells non-zero in either table (``either``, a
-    ratio of expectations: random zeros made non-zero count as misses)."""
+    """Compute the expected share of cells whose synthetic count is within p% of the original.
+
+    Over all non-structural cells (``all``; a zero is "within" only if it stays 0), over the
+    original non-zero cells (``nonzero``) and over the cells non-zero in either table
+    (``either``, a ratio of expectations: random zeros made non-zero count as misses).
+
+    Parameters
+    ----------
+    table : SparseTable
+        The original table.
+    family : {"poisson", "nbi", "pig", "dpo"}, default "poisson"
+        The synthesis distribution.
+    sigma : float, default 0.0
+        Dispersion, or precision theta for ``dpo``.
+    alpha : float, default 0.0
+        Pseudocount of random zeros.
+    ps : sequence of float, default (0.5, 1, 5, 10, 50)
+        Tolerances p, in percent of the original count.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by p, columns ``all``, ``nonzero`` and ``either``.
+    """
     validate_parameters(family, sigma, alpha)
     sizes, n_j = _size_distribution(table)
     rows = []

@@ -33,7 +33,7 @@ __all__ = [
 
 
 def _uniform_below(rng: np.random.Generator, m: int) -> int:
-    """A uniform integer in {0, ..., m - 1}, exact for any positive Python int m."""
+    """Draw a uniform integer in {0, ..., m - 1}, exact for any positive Python int m."""
     if m <= 1:
         return 0
     if m < 2**63:
@@ -157,7 +157,7 @@ def _add_noise(counts, rate: Fraction, rng: np.random.Generator) -> np.ndarray:
 
 def geometric_logpmf(noise: np.ndarray, epsilon: float, neighbours: str = "change_one", *,
                      sensitivity: float | None = None) -> np.ndarray:
-    """log P(noise = k) of the two-sided geometric law with ``q = exp(-epsilon / sensitivity)``.
+    """Log P(noise = k) of the two-sided geometric law with ``q = exp(-epsilon / sensitivity)``.
 
     Parameters
     ----------

@@ -149,7 +149,24 @@ class Ledger:
         return self.add(entry)
 
     def add(self, entry: LedgerEntry) -> LedgerEntry:
-        """Add an entry, converting add/remove epsilons into a change-one ledger (x 2)."""
+        """Add an entry, converting add/remove epsilons into a change-one ledger (x 2).
+
+        Parameters
+        ----------
+        entry : LedgerEntry
+            The release to add.
+
+        Returns
+        -------
+        LedgerEntry
+            The entry as stored (converted to change-one neighbours where needed).
+
+        Raises
+        ------
+        bayesynth.errors.InvalidParameterError
+            If the entry's neighbours, guarantee, epsilon or partition are invalid or cannot
+            be composed in this ledger.
+        """
         check_neighbours(entry.neighbours)
         if entry.guarantee not in GUARANTEES:
             raise InvalidParameterError(f"guarantee must be one of {GUARANTEES}; got "
@@ -188,6 +205,11 @@ class Ledger:
         other : Ledger or iterable of LedgerEntry
         partition, part : str, optional
             Tag the entries as one part of a partition of the records (parallel composition).
+
+        Returns
+        -------
+        Ledger
+            ``self``; nothing is added unless every entry is valid.
         """
         entries = list(other.entries if isinstance(other, Ledger) else other)
         if partition is not None or part is not None:
@@ -230,7 +252,12 @@ class Ledger:
         return any(e.seeded for e in self.entries)
 
     def summary(self) -> str:
-        """One sentence: the total and what it means."""
+        """Describe the total privacy loss and what it means, in one sentence.
+
+        Returns
+        -------
+        str
+        """
         if not self.entries:
             return "Nothing has been released."
         g = self.guarantee
@@ -250,7 +277,13 @@ class Ledger:
     # ----------------------------------------------------------------------------- output
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per entry."""
+        """Tabulate the entries.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per entry, one column per :class:`LedgerEntry` field.
+        """
         cols = ["release", "mechanism", "neighbours", "epsilon", "guarantee", "sensitivity",
                 "why", "seeded", "partition", "part", "converted_from"]
         return pd.DataFrame([asdict(e) for e in self.entries], columns=cols)
@@ -269,7 +302,13 @@ class Ledger:
         return f"<p>{self.summary()}</p>" + df.to_html(index=False)
 
     def to_dict(self) -> dict:
-        """A JSON-ready dict (``inf`` written as ``null``)."""
+        """Return the ledger as a JSON-ready dict (``inf`` written as ``null``).
+
+        Returns
+        -------
+        dict
+            ``neighbours``, ``total_epsilon``, ``guarantee``, ``summary`` and ``entries``.
+        """
         def clean(e: LedgerEntry) -> dict:
             d = asdict(e)
             d["epsilon"] = None if math.isinf(e.epsilon) else e.epsilon
@@ -281,12 +320,28 @@ class Ledger:
                 "entries": [clean(e) for e in self.entries]}
 
     def to_json(self, path: str | os.PathLike) -> None:
-        """Write the ledger as JSON, atomically (beside the release it describes)."""
+        """Write the ledger as JSON, atomically (beside the release it describes).
+
+        Parameters
+        ----------
+        path : path-like
+            The JSON file.
+        """
         atomic_write_text(path, json.dumps(self.to_dict(), indent=2))
 
     @classmethod
     def from_dict(cls, d: dict) -> Ledger:
-        """Rebuild a ledger written by :meth:`to_dict`."""
+        """Rebuild a ledger written by :meth:`to_dict`.
+
+        Parameters
+        ----------
+        d : dict
+            The output of :meth:`to_dict`.
+
+        Returns
+        -------
+        Ledger
+        """
         entries = []
         for e in d.get("entries", []):
             e = dict(e)
@@ -298,6 +353,16 @@ class Ledger:
 
     @classmethod
     def from_json(cls, path: str | os.PathLike) -> Ledger:
-        """Read a ledger written by :meth:`to_json`."""
+        """Read a ledger written by :meth:`to_json`.
+
+        Parameters
+        ----------
+        path : path-like
+            The JSON file.
+
+        Returns
+        -------
+        Ledger
+        """
         with open(path) as f:
             return cls.from_dict(json.load(f))

@@ -67,8 +67,10 @@ DOMAIN_FROM_DATA = "data"
 
 def table_domain(df: pd.DataFrame, variables: Sequence[str] | None = None
                  ) -> dict[str, list]:
-    """Levels of each variable as they occur in ``df``: a categorical column's categories, else
-    its sorted distinct values.
+    """Read the levels of each variable as they occur in ``df``.
+
+    A categorical column's levels are its categories, any other column's its sorted distinct
+    values.
 
     A domain read from confidential data is itself a disclosure; releases built on it are not
     differentially private (see :func:`privatize_marginals`).
@@ -157,7 +159,7 @@ def _codes(df: pd.DataFrame, domain: Mapping[str, Sequence]) -> dict[str, np.nda
 
 def true_marginal(df: pd.DataFrame, variables: Sequence[str],
                   domain: Mapping[str, Sequence]) -> np.ndarray:
-    """The (confidential) marginal count table over ``variables``, shaped by their levels.
+    """Count the (confidential) marginal table over ``variables``, shaped by their levels.
 
     Parameters
     ----------
@@ -249,7 +251,14 @@ class PrivateMarginals:
         return self.ledger.guarantee == "strict"
 
     def summary(self) -> pd.DataFrame:
-        """One row per table: its variables, cells, epsilon spent and sensitivity."""
+        """Tabulate the released tables.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per table: ``table`` (its variables), ``cells``, ``epsilon`` spent and
+            ``sensitivity``.
+        """
         return pd.DataFrame([{"table": " x ".join(t.variables), "cells": t.counts.size,
                               "epsilon": t.epsilon, "sensitivity": t.sensitivity}
                              for t in self.tables])
@@ -484,7 +493,7 @@ def _mutual_information(child: np.ndarray, parent: np.ndarray, n_child: int,
 
 
 def _selection_setup(df, domain, degree, neighbours, min_records) -> dict:
-    """Validated settings of the selection: codes, names, the score sensitivity and why."""
+    """Validate the settings of the selection: codes, names, the score sensitivity and why."""
     check_neighbours(neighbours)
     if int(degree) != degree or degree < 1:
         raise InvalidParameterError(f"degree must be a positive integer; got {degree!r}.",
@@ -537,7 +546,7 @@ def _step_candidates(codes, domain, names, inside, degree):
 
 
 def _step_probabilities(scores: np.ndarray, eps_step: float, delta: float) -> np.ndarray:
-    """The exponential mechanism: P(candidate) proportional to exp(eps_step * score / (2 delta))."""
+    """Return the exponential mechanism's P(candidate), prop. to exp(eps_step score / (2 delta))."""
     logits = eps_step * scores / (2.0 * delta)
     w = np.exp(logits - logits.max())
     return w / w.sum()
@@ -621,7 +630,7 @@ def select_marginals(df: pd.DataFrame, epsilon: float, *, degree: int = 2,
 def selection_probabilities(df: pd.DataFrame, epsilon: float, *, degree: int = 2,
                             domain: Mapping[str, Sequence], neighbours: str = "change_one",
                             min_records: int | None = None) -> dict[tuple, float]:
-    """The exact probability of every network :func:`select_marginals` can return.
+    """Compute the exact probability of every network :func:`select_marginals` can return.
 
     Enumerates the greedy process (first variable uniform, then each exponential-mechanism
     step) with the same score, sensitivity and budget as the sampler; meant for audits on small

@@ -1,5 +1,6 @@
-"""One vocabulary for differential privacy across bayesynth: neighbour relations, epsilon,
-sensitivities and the randomness of a release.
+"""One vocabulary for differential privacy across bayesynth.
+
+It covers neighbour relations, epsilon, sensitivities and the randomness of a release.
 
 Every mechanism in bayesynth takes ``neighbours=`` with one of two values:
 
@@ -115,8 +116,9 @@ def histogram_sensitivity(neighbours: str) -> int:
 
 
 def censor_bound(epsilon: float, neighbours: str) -> float:
-    """Bound c on each record's log-likelihood contribution that makes a censored pseudo
-    posterior epsilon-DP under ``neighbours``.
+    """Return the bound c that makes a censored pseudo posterior epsilon-DP under ``neighbours``.
+
+    Censoring clips each record's log-likelihood contribution into [-c, c].
 
     With every contribution ``g(x_i, theta)`` in [-c, c] and a prior that does not depend on the
     data, the log density ratio of the pseudo posteriors of two neighbouring datasets is
@@ -140,7 +142,7 @@ def censor_bound(epsilon: float, neighbours: str) -> float:
 
 
 def release_rng(random_seed, what: str) -> tuple[np.random.Generator, bool]:
-    """The random generator of a differentially private release.
+    """Return the random generator of a differentially private release.
 
     Without a seed the noise comes from fresh operating-system entropy. A fixed seed makes the
     noise reproducible by anyone who knows it, and so removable: it is allowed (tests, papers)
@@ -166,5 +168,5 @@ def release_rng(random_seed, what: str) -> tuple[np.random.Generator, bool]:
 
 
 def _as_fraction(x: float) -> Fraction:
-    """The exact rational value of a float (floats are dyadic rationals)."""
+    """Return the exact rational value of a float (floats are dyadic rationals)."""
     return Fraction(float(x))

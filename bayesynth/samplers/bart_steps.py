@@ -29,7 +29,18 @@ __all__ = ["RankRegressionGibbs", "SeededPGBART", "has_bart", "bart_steps"]
 
 
 def has_bart(model: pm.Model) -> bool:
-    """Whether ``model`` has a pymc-bart BART variable."""
+    """Tell whether ``model`` has a pymc-bart BART variable.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        Any PyMC model.
+
+    Returns
+    -------
+    bool
+        True when one of its free variables is a pymc-bart ``BART``.
+    """
     return any(isinstance(rv.owner.op, BARTRV) for rv in model.free_RVs)
 
 
@@ -61,15 +72,25 @@ class SeededPGBART(pmb.PGBART):
 
         self._initial_state = {a: copy.deepcopy(getattr(self, a)) for a in _PGBART_STATE}
 
-    def set_rng(self, rng):  # noqa: D102
+    def set_rng(self, rng):
+        """Set the step's generator and seed NumPy's and numba's global state from it.
+
+        Parameters
+        ----------
+        rng : RandomGenerator
+            The chain's generator (anything :func:`pymc.util.get_random_generator` accepts).
+        """
         super().set_rng(rng)
         seed = int(get_random_generator(rng).integers(2**32 - 1))
         np.random.seed(seed)
         _seed_numba(seed)
 
     def reset_tuning(self):
-        """Start the next chain from the initial state, tuning again (PGBART keeps trees only
-        after tuning; without this a second chain would also store its burn-in)."""
+        """Start the next chain from the initial state, tuning again.
+
+        PGBART keeps trees only after tuning; without this a second chain would also store its
+        burn-in.
+        """
         import copy
 
         for a, v in self._initial_state.items():
@@ -125,7 +146,21 @@ class RankRegressionGibbs(BlockedStep):
         self._z.set_value(self.layout.initial_z()[:, 0].copy())
         self.tune = True
 
-    def step(self, point):  # noqa: D102
+    def step(self, point):
+        """Redraw the latent data ``z`` (in its data container), then ``prec``.
+
+        Parameters
+        ----------
+        point : dict
+            The current values of the model's value variables.
+
+        Returns
+        -------
+        new_point : dict
+            ``point`` with the new ``prec``.
+        stats : list of dict
+            ``[{"tune": ...}]``.
+        """
         new = dict(point)
         f = np.asarray(point[self._f_key], dtype=float).ravel()
         sd = float(self._prec.get(point)) ** -0.5
@@ -139,15 +174,46 @@ class RankRegressionGibbs(BlockedStep):
         return new, [{"tune": self.tune}]
 
     @staticmethod
-    def competence(var, has_grad):  # noqa: D102
+    def competence(var, has_grad):
+        """Refuse automatic assignment: :func:`bart_steps` assigns this step explicitly.
+
+        Parameters
+        ----------
+        var : TensorVariable
+            A model variable.
+        has_grad : bool
+            Whether the model has gradients.
+
+        Returns
+        -------
+        Competence
+            Always ``Competence.INCOMPATIBLE``.
+        """
         return Competence.INCOMPATIBLE
 
 
 def bart_steps(model: pm.Model, random_seed=None, **pgbart_kwargs) -> list:
-    """The step methods of a BART rank-likelihood model: seeded PGBART, then the latent data
-    and precision. Trees stored by an earlier run of the same model are discarded, and NumPy's
-    global state is seeded from ``random_seed`` before PGBART is built (it jitters tied
-    covariate values with it)."""
+    """Build the step methods of a BART rank-likelihood model.
+
+    A seeded PGBART, then the latent data and precision (:class:`RankRegressionGibbs`). Trees
+    stored by an earlier run of the same model are discarded, and NumPy's global state is
+    seeded from ``random_seed`` before PGBART is built (it jitters tied covariate values with
+    it).
+
+    Parameters
+    ----------
+    model : pymc.Model
+        A model from :func:`bayesynth.models.bart_rank_regression`.
+    random_seed : int or numpy.random.Generator, optional
+        Seeds NumPy's and numba's global state before PGBART is built.
+    **pgbart_kwargs
+        Passed to :class:`SeededPGBART` (pymc-bart's ``PGBART``).
+
+    Returns
+    -------
+    list
+        ``[SeededPGBART, RankRegressionGibbs]``.
+    """
     from bayesynth.models.bart_rank import training_matrix
 
     op = model["f"].owner.op

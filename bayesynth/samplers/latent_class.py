@@ -38,7 +38,34 @@ __all__ = ["TrueCountsMetropolis", "LatentClassGibbs", "latent_class_steps", "co
 
 @numba.njit(cache=True)
 def count_moves(M, logP, noisy, log_q, a_idx, b_idx, steps, log_u):  # pragma: no cover - jit
-    """Metropolis moves of s records from cell b to cell a; returns the number accepted."""
+    """Make Metropolis moves of s records from cell b to cell a, in place.
+
+    Move i proposes moving ``steps[i]`` records from cell ``b_idx[i]`` to cell ``a_idx[i]``
+    (skipped when cell b holds fewer) and accepts it when ``log_u[i]`` is below the log ratio of
+    ``Multinomial(M | n, P) x prod geometric(noisy - M)``.
+
+    Parameters
+    ----------
+    M : numpy.ndarray of int64
+        The table's true counts, updated in place.
+    logP : numpy.ndarray
+        Log cell probabilities.
+    noisy : numpy.ndarray
+        The noisy counts.
+    log_q : float
+        Log of the geometric mechanism's parameter q.
+    a_idx, b_idx : numpy.ndarray of int
+        Receiving and giving cell of each proposal.
+    steps : numpy.ndarray of int
+        Records moved by each proposal.
+    log_u : numpy.ndarray
+        Log uniforms, one per proposal.
+
+    Returns
+    -------
+    int
+        The number of moves accepted.
+    """
     accepted = 0
     for i in range(len(a_idx)):
         a = a_idx[i]
@@ -94,10 +121,12 @@ class _LatentClassStep(BlockedStep):
         self._probs = lambda point: fn(*[point[k] for k in self._input_keys])
 
     @staticmethod
-    def competence(var, has_grad):  # noqa: D102
+    def competence(var, has_grad):
+        """Refuse automatic assignment: :func:`latent_class_steps` assigns these steps."""
         return Competence.INCOMPATIBLE
 
-    def step(self, point):  # noqa: D102
+    def step(self, point):
+        """Update the step's variables; return the new point and ``tune``/``accept_rate``."""
         new = dict(point)
         rate = self._update(new)
         return new, [{"tune": self.tune, "accept_rate": rate}]
@@ -223,17 +252,33 @@ class LatentClassGibbs(_LatentClassStep):
 
 
 def _dirichlet_rows(rng: np.random.Generator, a: np.ndarray) -> np.ndarray:
-    """One Dirichlet draw per row of ``a`` (normalised gammas, floored to stay in the open
-    simplex)."""
+    """Draw one Dirichlet vector per row of ``a``.
+
+    Normalised gammas, floored to stay in the open simplex.
+    """
     g = np.maximum(rng.standard_gamma(a), 1e-300)
     return g / g.sum(1, keepdims=True)
 
 
 def latent_class_steps(model: pm.Model | None = None, *, reference: bool = False
                        ) -> list[BlockedStep]:
-    """The steps :func:`bayesynth.sample` assigns: Gibbs for pi and psi, Metropolis for the
-    counts. With ``reference=True`` only the count moves (PyMC then gives NUTS to pi and psi:
-    the slow reference sampler)."""
+    """Build the steps :func:`bayesynth.sample` assigns to a latent class model.
+
+    Gibbs for pi and psi (:class:`LatentClassGibbs`), Metropolis for the counts
+    (:class:`TrueCountsMetropolis`).
+
+    Parameters
+    ----------
+    model : pymc.Model, optional
+        A model from :func:`~bayesynth.models.latent_class_dp.latent_class_dp_model`; the one
+        in context when omitted.
+    reference : bool, default False
+        Only the count moves (PyMC then gives NUTS to pi and psi: the slow reference sampler).
+
+    Returns
+    -------
+    list of BlockedStep
+    """
     model = modelcontext(model)
     steps: list[BlockedStep] = [TrueCountsMetropolis(model=model)]
     if not reference:

@@ -30,7 +30,20 @@ __all__ = ["new_state", "standard_normal"]
 
 
 def new_state(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Seed a kernel RNG state ``(st, sp)`` from ``rng`` (which advances by four 64-bit words)."""
+    """Seed a kernel RNG state ``(st, sp)`` from ``rng`` (which advances by four 64-bit words).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The caller's generator.
+
+    Returns
+    -------
+    st : numpy.ndarray of uint64
+        The four xoshiro256++ state words (never all zero).
+    sp : numpy.ndarray of float64
+        The two cache slots, zeroed.
+    """
     st = rng.integers(0, np.iinfo(np.uint64).max, size=4, dtype=np.uint64, endpoint=True)
     if not np.any(st):  # the all-zero state is the one forbidden state
         st[0] = np.uint64(0x9E3779B97F4A7C15)
@@ -97,7 +110,7 @@ _ZE_X, _ZE_F = _ziggurat_tables(
 
 @numba.njit(inline="always")
 def exponential(st):  # pragma: no cover - compiled
-    """Standard exponential by the ziggurat method (Marsaglia & Tsang 2000)."""
+    """Draw a standard exponential by the ziggurat method (Marsaglia & Tsang 2000)."""
     X, F = _ZE_X, _ZE_F
     while True:
         w = next_u64(st)
@@ -113,7 +126,7 @@ def exponential(st):  # pragma: no cover - compiled
 
 @numba.njit(inline="always")
 def normal(st, sp):  # pragma: no cover - compiled
-    """Standard normal by the ziggurat method (Marsaglia & Tsang 2000).
+    """Draw a standard normal by the ziggurat method (Marsaglia & Tsang 2000).
 
     The layer index uses the low 8 bits of a 64-bit word, the sign bit 8 and the abscissa the
     top 53 bits, so that they are independent (Doornik 2005). ``sp`` is unused (kept for a
@@ -144,10 +157,22 @@ def _fill_normal(st, sp, out):  # pragma: no cover - compiled
 
 
 def standard_normal(rng: np.random.Generator, size: int | tuple[int, ...]) -> np.ndarray:
-    """Standard normal draws from the compiled ziggurat, seeded from ``rng``.
+    """Draw standard normals from the compiled ziggurat, seeded from ``rng``.
 
     About three times faster than :meth:`numpy.random.Generator.standard_normal` here; used for
     the large noise matrices of the Gibbs kernels.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Seeds the kernel state (and advances by four 64-bit words).
+    size : int or tuple of int
+        Shape of the output.
+
+    Returns
+    -------
+    numpy.ndarray
+        Standard normal draws of shape ``size``.
     """
     out = np.empty(size)
     st, sp = new_state(rng)

@@ -164,5 +164,20 @@ def truncnorm(
 
 
 def truncnorm_std(rng: np.random.Generator, a: float, b: float, size: int) -> np.ndarray:
-    """``size`` draws of N(0, 1) truncated to (a, b) (a convenience for tests and notebooks)."""
+    """Draw ``size`` values of N(0, 1) truncated to (a, b) (for tests and notebooks).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Source of randomness (its state advances).
+    a, b : float
+        Truncation bounds; ``a`` may be ``-inf`` and ``b`` ``inf``.
+    size : int
+        Number of draws.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``(size,)``.
+    """
     return truncnorm(rng, np.zeros(size), 1.0, a, b)

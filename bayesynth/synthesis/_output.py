@@ -12,8 +12,23 @@ __all__ = ["not_modelled", "finish"]
 
 
 def not_modelled(df: pd.DataFrame, schema: Schema) -> list[str]:
-    """Columns a synthesizer leaves out of its model: derived by a formula, or fixed by rules
-    for every record of the training data."""
+    """List the columns a synthesizer leaves out of its model.
+
+    These are the columns derived by a formula, and those fixed by rules for every record of
+    the training data.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The training data.
+    schema : Schema
+        Its schema, with the rules and formulas.
+
+    Returns
+    -------
+    list of str
+        The derived columns, then the rule-fixed ones in schema order.
+    """
     out = list(schema.derived)
     for c in schema.names:
         if c not in out and schema.rules and rule_mask(df, schema.rules, c).all():
@@ -35,7 +50,18 @@ def finish(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:
 
     Columns absent from ``frame`` start missing; rules are applied, then formulas (rounded
     to each column's precision), then the rules again (a rule may name a derived column).
-    Returns the columns in schema order.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        A synthetic table with the modelled columns.
+    schema : Schema
+        The source table's schema.
+
+    Returns
+    -------
+    pandas.DataFrame
+        A new table with every schema column, in schema order.
     """
     out = frame.copy()
     n = len(out)

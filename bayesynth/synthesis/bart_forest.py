@@ -70,7 +70,22 @@ class BartForest:
 
     @classmethod
     def from_model(cls, model) -> BartForest:
-        """Collect the kept draws of the model's BART variable ``f`` after sampling."""
+        """Collect the kept draws of the model's BART variable ``f`` after sampling.
+
+        Parameters
+        ----------
+        model : pymc.Model
+            A sampled model with a pymc-bart variable ``f``.
+
+        Returns
+        -------
+        BartForest
+
+        Raises
+        ------
+        RuntimeError
+            If the BART variable has no stored draws.
+        """
         import pymc_bart as pmb
 
         op = model["f"].owner.op
@@ -121,7 +136,14 @@ class BartForest:
         return out
 
     def to_dataset(self) -> xr.Dataset:
-        """A netCDF-ready dataset of the flat arrays."""
+        """Return the flat arrays as a netCDF-ready dataset (read back by :meth:`from_dataset`).
+
+        Returns
+        -------
+        xarray.Dataset
+            Variables ``offsets``, ``split_var``, ``value`` and ``rules``; attributes
+            ``n_draws`` and ``n_trees``.
+        """
         return xr.Dataset(
             {"offsets": ("tree", self.offsets), "split_var": ("node", self.split_var),
              "value": ("node", self.value), "rules": ("predictor", self.rules)},
@@ -130,6 +152,17 @@ class BartForest:
 
     @classmethod
     def from_dataset(cls, ds: xr.Dataset) -> BartForest:
+        """Rebuild a forest from :meth:`to_dataset`'s output.
+
+        Parameters
+        ----------
+        ds : xarray.Dataset
+            As written by :meth:`to_dataset`.
+
+        Returns
+        -------
+        BartForest
+        """
         return cls(ds["offsets"].values.astype(np.int64), ds["split_var"].values.astype(np.int64),
                    ds["value"].values.astype(float), ds["rules"].values.astype(np.int64),
                    int(ds.attrs["n_draws"]), int(ds.attrs["n_trees"]))

@@ -94,7 +94,18 @@ class RankLikelihoodSynthesizer:
         return pd.DataFrame(cols)
 
     def fit(self, df: pd.DataFrame) -> RankLikelihoodSynthesizer:
-        """Run the Gibbs sampler on ``df`` (not modified)."""
+        """Run the Gibbs sampler on ``df`` (not modified).
+
+        Parameters
+        ----------
+        df : pandas.DataFrame
+            The real data; the schema is inferred from it when none was given.
+
+        Returns
+        -------
+        RankLikelihoodSynthesizer
+            ``self``, with the kept correlation draws ``C_``, the marginals and ``schema_``.
+        """
         schema = self.schema if self.schema is not None else infer_schema(df)
         validate_data(df, schema)
         enc = self._encode(df, schema)
@@ -139,7 +150,28 @@ class RankLikelihoodSynthesizer:
 
     def sample(self, m: int = 1, n_rows: int | None = None,
                random_seed: int | None = None) -> list[pd.DataFrame]:
-        """``m`` synthetic datasets, each from a different posterior draw of C."""
+        """Draw ``m`` synthetic datasets, each from a different posterior draw of C.
+
+        Parameters
+        ----------
+        m : int, default 1
+            Number of datasets.
+        n_rows : int, optional
+            Records per dataset; the size of the real data by default.
+        random_seed : int, optional
+            Seed of the draws.
+
+        Returns
+        -------
+        list of pandas.DataFrame
+            ``m`` tables; each records its multiply classified counts in
+            ``attrs["multiply_classified"]``.
+
+        Raises
+        ------
+        bayesynth.errors.NotFittedError
+            If :meth:`fit` has not been called.
+        """
         if not hasattr(self, "C_"):
             raise NotFittedError("Call fit(df) before sample().")
         rng = np.random.default_rng(random_seed)
@@ -249,8 +281,27 @@ class CartSynthesizer:
         return out
 
     def fit(self, df: pd.DataFrame) -> CartSynthesizer:
-        """Fit one tree per variable after the first (``df`` is kept: values are drawn from
-        its leaves)."""
+        """Fit one tree per variable after the first in the visit order.
+
+        ``df`` is kept: synthetic values are drawn from its leaves.
+
+        Parameters
+        ----------
+        df : pandas.DataFrame
+            The real data; the schema is inferred from it when none was given.
+
+        Returns
+        -------
+        CartSynthesizer
+            ``self``, with ``visit_sequence_`` and ``schema_`` set.
+
+        Raises
+        ------
+        bayesynth.errors.InvalidParameterError
+            If ``smoothing`` is not "density" or "none".
+        bayesynth.errors.SchemaError
+            If ``visit_sequence`` does not list every modelled column exactly once.
+        """
         from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
         if self.smoothing not in ("density", "none"):
@@ -309,8 +360,10 @@ class CartSynthesizer:
 
     def _smooth(self, rng: np.random.Generator, c: str, values: np.ndarray,
                 groups: np.ndarray, pools: dict[int, np.ndarray] | None) -> np.ndarray:
-        """Density smoothing of the donor values of one numeric column, per leaf (``pools``:
-        the training records of each leaf; None: one group, all records)."""
+        """Smooth the donor values of one numeric column by density, per leaf.
+
+        ``pools`` holds the training records of each leaf; None means one group, all records.
+        """
         col = self.schema_[c]
         out = values.astype(float).copy()
         fixed = np.isnan(out) | np.isin(out, self._fixed[c])
@@ -334,7 +387,27 @@ class CartSynthesizer:
 
     def sample(self, m: int = 1, n_rows: int | None = None,
                random_seed: int | None = None) -> list[pd.DataFrame]:
-        """``m`` synthetic datasets (each a fresh pass through the fitted trees)."""
+        """Draw ``m`` synthetic datasets (each a fresh pass through the fitted trees).
+
+        Parameters
+        ----------
+        m : int, default 1
+            Number of datasets.
+        n_rows : int, optional
+            Records per dataset; the size of the real data by default.
+        random_seed : int, optional
+            Seed of the draws.
+
+        Returns
+        -------
+        list of pandas.DataFrame
+            ``m`` tables with every schema column, rules enforced and derived columns computed.
+
+        Raises
+        ------
+        bayesynth.errors.NotFittedError
+            If :meth:`fit` has not been called.
+        """
         if not hasattr(self, "_trees"):
             raise NotFittedError("Call fit(df) before sample().")
         rng = np.random.default_rng(random_seed)

@@ -397,6 +397,11 @@ class CopulaSynthesizer:
     def fit(self, df: pd.DataFrame) -> CopulaSynthesizer:
         """Fit the copula to ``df`` (not modified) and keep its posterior.
 
+        Parameters
+        ----------
+        df : pandas.DataFrame
+            The real data; the schema is inferred from it when none was given.
+
         Returns
         -------
         CopulaSynthesizer
@@ -451,7 +456,7 @@ class CopulaSynthesizer:
 
     @classmethod
     def from_posterior(cls, model, idata: az.InferenceData, **params: Any) -> CopulaSynthesizer:
-        """A synthesizer that draws from a posterior you sampled yourself; no refit.
+        """Make a synthesizer that draws from a posterior you sampled yourself; no refit.
 
         Build the model with :func:`bayesynth.models.rank_probit_copula` (swap priors there),
         sample it (``bs.sample`` or ``pm.sample(model=model, step=bs.steps(model))``), inspect
@@ -740,6 +745,11 @@ class CopulaSynthesizer:
         frequencies are summaries of the confidential data: keep the directory as confidential
         as the data.
 
+        Parameters
+        ----------
+        path : path-like
+            The directory; an existing one is replaced once the new one is complete.
+
         Returns
         -------
         pathlib.Path
@@ -757,7 +767,23 @@ class CopulaSynthesizer:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> CopulaSynthesizer:
-        """Read a synthesizer written by :meth:`save`."""
+        """Read a synthesizer written by :meth:`save`.
+
+        Parameters
+        ----------
+        path : path-like
+            The directory :meth:`save` wrote.
+
+        Returns
+        -------
+        CopulaSynthesizer
+            Fitted, ready to :meth:`sample`.
+
+        Raises
+        ------
+        bayesynth.errors.SchemaError
+            If ``path`` does not hold a saved CopulaSynthesizer.
+        """
         path = Path(path)
         meta_path = path / "synthesizer.json"
         if not meta_path.exists():

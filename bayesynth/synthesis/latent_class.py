@@ -37,6 +37,13 @@ def _variables(posterior: xr.Dataset) -> list[str]:
 def marginal_probabilities(idata: az.InferenceData, variables: Sequence[str]) -> xr.DataArray:
     """Posterior draws of the marginal cell probabilities over ``variables``.
 
+    Parameters
+    ----------
+    idata : arviz.InferenceData
+        Posterior of :func:`bayesynth.models.latent_class_dp_model`.
+    variables : sequence of str
+        Distinct model variables (at most 45), in the order of the output dims.
+
     Returns
     -------
     xarray.DataArray
@@ -70,6 +77,18 @@ def full_table_probabilities(idata: az.InferenceData, *, max_cells: int = 2_000_
                              ) -> xr.DataArray:
     """Posterior draws of every full-table cell probability (all variables).
 
+    Parameters
+    ----------
+    idata : arviz.InferenceData
+        Posterior of :func:`bayesynth.models.latent_class_dp_model`.
+    max_cells : int, default 2000000
+        Largest table computed.
+
+    Returns
+    -------
+    xarray.DataArray
+        As :func:`marginal_probabilities` over every variable of the model.
+
     Raises
     ------
     ValueError
@@ -86,9 +105,23 @@ def full_table_probabilities(idata: az.InferenceData, *, max_cells: int = 2_000_
 
 def probability_summary(draws: xr.DataArray, *, prob: float = 0.95,
                         truth: np.ndarray | None = None) -> pd.DataFrame:
-    """Posterior mean, sd and equal-tailed credible interval of each cell, one row per cell
-    (with ``truth`` and ``covered`` when true probabilities are given, in the same shape as
-    one draw)."""
+    """Summarise cell probability draws: posterior mean, sd and equal-tailed credible interval.
+
+    Parameters
+    ----------
+    draws : xarray.DataArray
+        Dims ``chain``, ``draw`` and the cell dims (as from :func:`marginal_probabilities`).
+    prob : float, default 0.95
+        Mass of the credible intervals.
+    truth : numpy.ndarray, optional
+        True cell probabilities, in the shape of one draw.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per cell (MultiIndex of the cell dims): ``mean``, ``sd``, ``lower`` and
+        ``upper``, plus ``truth`` and ``covered`` when ``truth`` is given.
+    """
     cell_dims = [d for d in draws.dims if d not in ("chain", "draw")]
     flat = draws.stack(sample=("chain", "draw")).transpose(*cell_dims, "sample")
     vals = flat.values.reshape(-1, flat.sizes["sample"])
@@ -106,9 +139,10 @@ def probability_summary(draws: xr.DataArray, *, prob: float = 0.95,
 def synthesize_latent_class(idata: az.InferenceData, m: int = 20, *, n: int | None = None,
                             random_seed: int | np.random.Generator | None = None,
                             ledger=None) -> list[pd.DataFrame]:
-    """m synthetic datasets, each from a different posterior draw (evenly spaced over the
-    chains and draws), each of n records (default: the model's n, stored as the total of the
-    first table's counts).
+    """Draw m synthetic datasets, each from a different posterior draw.
+
+    The draws are evenly spaced over the chains and draws; each dataset has n records (by
+    default the model's n, stored as the total of the first table's counts).
 
     Records are drawn from the mixture directly (class, then each variable given the class),
     so the full table is never built. Columns are categorical with the domain's levels. The
@@ -165,8 +199,21 @@ def synthesize_latent_class(idata: az.InferenceData, m: int = 20, *, n: int | No
 
 def combine_marginal_estimates(synthetic: Sequence[pd.DataFrame], variables: Sequence[str],
                                *, level: float = 0.95, n: int | None = None) -> pd.DataFrame:
-    """Combined estimates of a marginal's cell proportions from m fully synthetic datasets
-    (Reiter 2003): per dataset q = the cell's proportion and v = q (1 - q) / n_syn.
+    """Combine estimates of a marginal's cell proportions from m fully synthetic datasets.
+
+    Reiter's (2003) rules, with per dataset q = the cell's proportion and v = q (1 - q) / n_syn
+    (see :func:`bayesynth.evaluation.combine_estimates`, ``rule="reiter2003"``).
+
+    Parameters
+    ----------
+    synthetic : sequence of pandas.DataFrame
+        At least two synthetic datasets of equal size.
+    variables : sequence of str
+        The marginal's variables.
+    level : float, default 0.95
+        Confidence level of the intervals.
+    n : int, optional
+        Records of the real data (default: the size of a synthetic dataset).
 
     Returns
     -------

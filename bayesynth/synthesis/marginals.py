@@ -56,23 +56,64 @@ class DiscreteMarginal:
 
     @classmethod
     def fit(cls, x: np.ndarray) -> DiscreteMarginal:
-        """Fit to the non-missing values ``x``."""
+        """Fit to the non-missing values ``x``.
+
+        Parameters
+        ----------
+        x : numpy.ndarray
+            The values (or level codes), without missing ones.
+
+        Returns
+        -------
+        DiscreteMarginal
+        """
         values, counts = np.unique(x, return_counts=True)
         cdf = np.cumsum(counts) / counts.sum()
         cdf[-1] = 1.0
         return cls(values=values, cdf=cdf)
 
     def ppf(self, u: np.ndarray) -> np.ndarray:
-        """Quantile function: the smallest value whose CDF is at least ``u``."""
+        """Quantile function: the smallest value whose CDF is at least ``u``.
+
+        Parameters
+        ----------
+        u : numpy.ndarray
+            Probabilities (clipped to [0, 1]).
+
+        Returns
+        -------
+        numpy.ndarray
+            One value per entry of ``u``.
+        """
         idx = np.searchsorted(self.cdf, np.clip(u, 0.0, 1.0), side="left")
         return self.values[np.minimum(idx, len(self.values) - 1)]
 
     def to_dict(self) -> dict[str, Any]:
+        """Return the marginal as a JSON-ready dict (read back by :func:`marginal_from_dict`).
+
+        Returns
+        -------
+        dict
+            The fields, with ``kind`` "discrete".
+        """
         return {"kind": "discrete", "values": self.values.tolist(), "cdf": self.cdf.tolist()}
 
 
 def silverman_bandwidth(x: np.ndarray) -> float:
-    """Silverman's rule of thumb, ``0.9 min(sd, IQR/1.34) n^(-1/5)``, with fallbacks."""
+    """Silverman's rule of thumb, ``0.9 min(sd, IQR/1.34) n^(-1/5)``, with fallbacks.
+
+    The spread is the sd when the IQR is zero, and the range (or 1) when it is still zero.
+
+    Parameters
+    ----------
+    x : numpy.ndarray
+        The values, without missing ones.
+
+    Returns
+    -------
+    float
+        The kernel bandwidth.
+    """
     n = len(x)
     sd = float(np.std(x, ddof=1)) if n > 1 else 0.0
     q75, q25 = np.percentile(x, [75, 25])
@@ -132,10 +173,16 @@ class SmoothMarginal:
 
         Parameters
         ----------
+        x : numpy.ndarray
+            The values, without missing ones.
         bandwidth : float, optional
             Kernel standard deviation; Silverman's rule when omitted.
         integer : bool
             Round values drawn from it.
+
+        Returns
+        -------
+        SmoothMarginal
         """
         xs = np.sort(np.asarray(x, dtype=float))
         h = float(bandwidth) if bandwidth is not None else silverman_bandwidth(xs)
@@ -153,15 +200,44 @@ class SmoothMarginal:
         return cls(grid=grid, cdf=F, bandwidth=h, integer=integer)
 
     def ppf(self, u: np.ndarray) -> np.ndarray:
-        """Quantile function by linear interpolation of the tabulated CDF."""
+        """Quantile function by linear interpolation of the tabulated CDF.
+
+        Parameters
+        ----------
+        u : numpy.ndarray
+            Probabilities (clipped to [0, 1]).
+
+        Returns
+        -------
+        numpy.ndarray
+            One value per entry of ``u`` (rounded when ``integer``).
+        """
         x = np.interp(np.clip(u, 0.0, 1.0), self.cdf, self.grid)
         return np.round(x) if self.integer else x
 
     def cdf_at(self, x: np.ndarray) -> np.ndarray:
-        """The smoothed CDF at ``x`` (for tests and plots)."""
+        """Evaluate the smoothed CDF at ``x`` (for tests and plots).
+
+        Parameters
+        ----------
+        x : numpy.ndarray
+            Points.
+
+        Returns
+        -------
+        numpy.ndarray
+            The CDF by linear interpolation (0 below the grid, 1 above it).
+        """
         return np.interp(x, self.grid, self.cdf)
 
     def to_dict(self) -> dict[str, Any]:
+        """Return the marginal as a JSON-ready dict (read back by :func:`marginal_from_dict`).
+
+        Returns
+        -------
+        dict
+            The fields, with ``kind`` "smooth".
+        """
         return {
             "kind": "smooth",
             "grid": self.grid.tolist(),
@@ -172,7 +248,17 @@ class SmoothMarginal:
 
 
 def marginal_from_dict(d: dict[str, Any]) -> DiscreteMarginal | SmoothMarginal | AtomMarginal:
-    """Inverse of the marginals' ``to_dict``."""
+    """Rebuild a marginal from its ``to_dict`` form (the inverse of the marginals' ``to_dict``).
+
+    Parameters
+    ----------
+    d : dict
+        The output of a marginal's ``to_dict``; its ``kind`` picks the class.
+
+    Returns
+    -------
+    DiscreteMarginal, SmoothMarginal or AtomMarginal
+    """
     if d["kind"] == "atoms":
         return AtomMarginal(np.asarray(d["atoms"], float), np.asarray(d["probs"], float),
                             None if d["smooth"] is None else marginal_from_dict(d["smooth"]),
@@ -232,7 +318,19 @@ class AtomMarginal:
         return xs, Fl, Fr, is_atom
 
     def ppf(self, u: np.ndarray) -> np.ndarray:
-        """Quantile function."""
+        """Quantile function.
+
+        Parameters
+        ----------
+        u : numpy.ndarray
+            Probabilities (clipped to [0, 1]).
+
+        Returns
+        -------
+        numpy.ndarray
+            One value per entry of ``u``: an atom when ``u`` falls in its jump, else an
+            interpolated (and rounded, if set) value of the smooth part.
+        """
         xs, Fl, Fr, is_atom = self._table()
         u = np.clip(np.asarray(u, dtype=float), 0.0, 1.0)
         i = np.minimum(np.searchsorted(Fr, u, side="left"), len(xs) - 1)
@@ -248,6 +346,13 @@ class AtomMarginal:
         return np.where(in_jump | (i == 0), xs[i], x)
 
     def to_dict(self) -> dict[str, Any]:
+        """Return the marginal as a JSON-ready dict (read back by :func:`marginal_from_dict`).
+
+        Returns
+        -------
+        dict
+            The fields, with ``kind`` "atoms".
+        """
         return {"kind": "atoms", "atoms": self.atoms.tolist(), "probs": self.probs.tolist(),
                 "smooth": None if self.smooth is None else self.smooth.to_dict(),
                 "integer": self.integer, "decimals": self.decimals}
@@ -256,7 +361,7 @@ class AtomMarginal:
 def fit_marginal(x: np.ndarray, *, continuous: bool, integer: bool = False,
                  decimals: int | None = None, atom_share: float = ATOM_SHARE
                  ) -> DiscreteMarginal | SmoothMarginal | AtomMarginal:
-    """The marginal of an ordered column's (non-missing, non-code) values.
+    """Fit the marginal of an ordered column's (non-missing, non-code) values.
 
     A column with at most :data:`DISCRETE_VALUES` distinct values, or any non-continuous
     column, gets its empirical distribution (only observed values come back). A continuous

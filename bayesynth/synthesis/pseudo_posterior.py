@@ -95,7 +95,7 @@ _ASSUMES = ("fixed public priors; the released data are draws from the posterior
 
 def _weights_from_bounds(s: np.ndarray, lo: float, hi: float, c1: float, c2: float
                          ) -> np.ndarray:
-    """alpha = clip(c1 (hi - s) / (hi - lo) + c2, 0, 1), 0 where s is not finite."""
+    """Compute alpha = clip(c1 (hi - s) / (hi - lo) + c2, 0, 1), 0 where s is not finite."""
     s = np.asarray(s, dtype=float)
     finite = np.isfinite(s)
     alpha = np.zeros_like(s)
@@ -169,7 +169,7 @@ def lipschitz_bound(loglik: np.ndarray, weights: np.ndarray,
 
 
 def local_epsilon(delta: float, neighbours: str = "change_one") -> float:
-    """The epsilon a per-record bound ``delta`` would give if it held for every dataset.
+    """Return the epsilon a per-record bound ``delta`` would give if it held for every dataset.
 
     The inverse of :func:`bayesynth.privacy.censor_bound`: 4 delta under change-one neighbours,
     2 delta under add/remove (the paper's ``epsilon_x = 2 Delta`` is the add/remove figure).
@@ -226,7 +226,7 @@ class WeightCalibration:
     n_reference: int = 0
 
     def weights(self, model: pm.Model) -> np.ndarray:
-        """The weights of the records a model was built on (one per record).
+        """Compute the weights of the records a model was built on (one per record).
 
         Parameters
         ----------
@@ -242,7 +242,13 @@ class WeightCalibration:
                                     self.c2)
 
     def save(self, path) -> None:
-        """Write the calibration as netCDF (draws) with its settings as attributes."""
+        """Write the calibration as netCDF (draws) with its settings as attributes.
+
+        Parameters
+        ----------
+        path : path-like
+            The netCDF file, written atomically.
+        """
         ds = self.reference_draws.copy()
         ds.attrs = {"c1": self.c1, "c2": self.c2, "epsilon": self.epsilon,
                     "neighbours": self.neighbours, "s_low": self.s_low, "s_high": self.s_high,
@@ -252,7 +258,17 @@ class WeightCalibration:
 
     @classmethod
     def load(cls, path) -> WeightCalibration:
-        """Read a calibration written by :meth:`save`."""
+        """Read a calibration written by :meth:`save`.
+
+        Parameters
+        ----------
+        path : path-like
+            The netCDF file.
+
+        Returns
+        -------
+        WeightCalibration
+        """
         with xr.open_dataset(path, engine="h5netcdf") as ds:
             ds = ds.load()
         a = dict(ds.attrs)
@@ -498,7 +514,7 @@ class PseudoPosteriorSynthesizer:
         return mech, eps, nb
 
     def guarantee(self) -> LedgerEntry:
-        """What one synthetic dataset of this mechanism guarantees, and why (before fitting).
+        """State what one synthetic dataset of this mechanism guarantees, and why (before fitting).
 
         Returns
         -------
@@ -585,7 +601,7 @@ class PseudoPosteriorSynthesizer:
         return model, idata, L
 
     def build_model(self, data) -> pm.Model:
-        """The model the final fit samples (weights and censoring in place), for audits.
+        """Build the model the final fit samples (weights and censoring in place), for audits.
 
         Available before :meth:`fit` for mechanisms whose weights do not come from a fit to
         ``data`` (``unweighted``, ``censor_uw``, ``censor_w`` with a calibration or weights).
@@ -636,8 +652,10 @@ class PseudoPosteriorSynthesizer:
             mech == "censor_w" and self.calibration is None and self.weights is None)
 
     def _finish(self, data, shared: dict, seeds) -> PseudoPosteriorSynthesizer:
-        """Complete a fit, reusing the unweighted and weighted fits in ``shared`` where present
-        (:func:`fit_mechanisms` shares them between mechanisms)."""
+        """Complete a fit, reusing the unweighted and weighted fits in ``shared`` where present.
+
+        :func:`fit_mechanisms` shares them between mechanisms.
+        """
         mech, eps, nb = self._settings()
         c = censor_bound(eps, nb) if eps is not None else None
         self._data = data
@@ -824,8 +842,9 @@ def _name(data, default: str) -> str:
 
 
 class PerturbedHistogramSynthesizer:
-    """The perturbed histogram (Dwork et al. 2006; Wasserman & Zhou 2010) for a bounded
-    continuous variable: epsilon-DP, non-Bayesian.
+    """The perturbed histogram for a bounded continuous variable: epsilon-DP, non-Bayesian.
+
+    After Dwork et al. (2006) and Wasserman & Zhou (2010).
 
     Bin counts on ``bins`` equal-width bins over the public ``bounds`` get exact two-sided
     geometric noise (the integer analogue of Laplace noise, sampled without floating point) of

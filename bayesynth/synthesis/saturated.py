@@ -24,7 +24,7 @@ __all__ = ["synthesize_table", "synthesize_dense"]
 
 def _truncated_draws(rng: np.random.Generator, family: str, sigma: float, alpha: float,
                      size: int) -> np.ndarray:
-    """Counts from the synthesis distribution with mean alpha, conditioned on being positive."""
+    """Draw counts from the synthesis distribution with mean alpha, conditioned to be positive."""
     p = count_pmf(family, alpha, sigma)
     cdf = np.cumsum(p[1:])
     u = rng.random(size) * cdf[-1]
@@ -110,7 +110,26 @@ def synthesize_dense(
     alpha: float = 0.0,
     random_seed: int | np.random.Generator | None = None,
 ) -> np.ndarray:
-    """The same model cell by cell over the full table (a reference for small tables)."""
+    """Draw a synthetic table cell by cell over the full table (a reference for small tables).
+
+    The same model as :func:`synthesize_table`, on a dense array.
+
+    Parameters
+    ----------
+    table : SparseTable
+        The original table (it must fit in memory densely).
+    family : {"poisson", "nbi", "pig", "dpo"}
+    sigma : float
+        Dispersion, or precision theta for ``dpo``.
+    alpha : float
+        Pseudocount of random zeros; structural zeros stay 0.
+    random_seed : int or Generator, optional
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        The synthetic counts, shape ``table.shape``.
+    """
     rng = np.random.default_rng(random_seed)
     f = cell_means(table.to_dense(), table.structural_mask(), alpha).reshape(-1)
     return draw_counts(rng, family, sigma, f).reshape(table.shape)

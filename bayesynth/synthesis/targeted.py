@@ -1,5 +1,6 @@
-"""Targeted synthesis of key outcomes with BART rank-likelihood regressions (Feldman & Kowal 2022,
-section 5).
+"""Targeted synthesis of key outcomes with BART rank-likelihood regressions.
+
+After Feldman & Kowal (2022), section 5.
 
 A target column is synthesized from the synthetic values of its predictors (the copula's
 columns and any earlier targets): ``z = f(x) + sigma * eps`` with f and sigma from the fitted
@@ -78,7 +79,29 @@ class TargetModel:
 
     def synthesize(self, rng: np.random.Generator, predictors: pd.DataFrame,
                    mode: str) -> np.ndarray:
-        """Synthetic values (on the marginal's scale: level codes for binary/ordinal targets)."""
+        """Draw synthetic values of the target given synthetic predictors.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            Source of randomness.
+        predictors : pandas.DataFrame
+            Synthetic records with the design's predictor columns.
+        mode : {"proper", "posterior_mean"}
+            ``"proper"``: one random kept draw of f and sigma; ``"posterior_mean"``: their
+            posterior means.
+
+        Returns
+        -------
+        numpy.ndarray
+            One value per record, on the marginal's scale (level codes for binary and ordinal
+            targets).
+
+        Raises
+        ------
+        bayesynth.errors.SchemaError
+            If ``mode`` is not one of :data:`TARGET_DRAWS`.
+        """
         X = self.design.matrix(predictors)
         n = len(X)
         if mode == "proper":
@@ -95,6 +118,15 @@ class TargetModel:
         return self.marginal.ppf(u)
 
     def to_dataset(self) -> xr.Dataset:
+        """Return the forest, sigma and the latent CDF tables as one netCDF-ready dataset.
+
+        The design and marginal are not included; :meth:`from_parts` takes them separately.
+
+        Returns
+        -------
+        xarray.Dataset
+            :meth:`BartForest.to_dataset` plus ``sigma``, ``grid`` and ``cdf``.
+        """
         ds = self.forest.to_dataset()
         ds["sigma"] = ("draw", self.sigma)
         ds["grid"] = (("cdf_row", "grid_point"), self.grid)
@@ -103,6 +135,23 @@ class TargetModel:
 
     @classmethod
     def from_parts(cls, name: str, design: dict, marginal, ds: xr.Dataset) -> TargetModel:
+        """Rebuild a target model from its saved parts.
+
+        Parameters
+        ----------
+        name : str
+            The target column.
+        design : dict
+            :meth:`BartDesign.to_dict` output.
+        marginal : DiscreteMarginal or SmoothMarginal
+            The target's marginal.
+        ds : xarray.Dataset
+            :meth:`to_dataset` output.
+
+        Returns
+        -------
+        TargetModel
+        """
         return cls(name, BartDesign.from_dict(design), BartForest.from_dataset(ds),
                    ds["sigma"].values, ds["grid"].values, ds["cdf"].values, marginal)
 
@@ -125,6 +174,29 @@ def fit_target(
     """Fit the BART rank regression of ``target`` and keep what synthesis needs.
 
     At most ``max_draws`` evenly spaced posterior draws are kept (each holds m trees).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The real data (numbers, dates as days); the target must have no missing values.
+    schema : Schema
+        Its schema.
+    target : str
+        The ordered column to model.
+    predictors : list of str
+        Columns it is regressed on.
+    m : int, default 200
+        Trees.
+    draws, tune, chains : int
+        MCMC settings.
+    random_seed : int, optional
+        Seed of the fit.
+    max_draws : int, default 200
+        Largest number of posterior draws kept.
+    progressbar : bool, default True
+        Show PyMC's progress bar.
+    pgbart_kwargs : dict, optional
+        Passed to pymc-bart's PGBART.
 
     Returns
     -------
