@@ -26,6 +26,7 @@ __all__ = [
     "TooManyLevelsError",
     "IncompatibleModelError",
     "NotFittedError",
+    "NoPosteriorError",
     "OutputExistsError",
     "InvalidParameterError",
     "PrivacyGuaranteeError",
@@ -111,6 +112,16 @@ class IncompatibleModelError(BayesynthError, ValueError):
 
 class NotFittedError(BayesynthError, RuntimeError):
     """A synthesizer was asked to sample before :meth:`fit` was called."""
+
+
+class NoPosteriorError(BayesynthError, NotImplementedError):
+    """A synthesizer was asked to synthesize from a posterior it does not have.
+
+    Raised by ``from_posterior`` of methods that are not Bayesian models (CART, the perturbed
+    histogram), whose synthesis needs no posterior (the saturated count models), or whose
+    posterior is not sampled from a PyMC model (the rank-likelihood baseline). It subclasses
+    :class:`NotImplementedError` (a :class:`RuntimeError`).
+    """
 
 
 class OutputExistsError(BayesynthError, RuntimeError):

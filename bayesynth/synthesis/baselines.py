@@ -4,29 +4,48 @@
   extended rank likelihood and an inverse-Wishart prior (R's ``sbgcop``), categorical variables
   one-hot coded as k - 1 binary columns.
 * :class:`CartSynthesizer`: iterative CART synthesis (synthpop's default; Reiter 2005).
+
+Both follow the protocol of :class:`bayesynth.synthesis.Synthesizer` and save as netCDF + JSON.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import arviz as az
 import numpy as np
 import pandas as pd
+import xarray as xr
 from scipy.special import ndtr
 from scipy.stats import invwishart
 
-from bayesynth.errors import InvalidParameterError, NotFittedError, SchemaError
+from bayesynth.errors import InvalidParameterError, SchemaError
 from bayesynth.models.layout import LatentLayout, OrderedColumn
 from bayesynth.samplers.kernels import draw_z
 from bayesynth.schema import Schema, as_numbers, encode_levels, infer_schema, validate_data
 from bayesynth.synthesis._output import _restore, finish, not_modelled
-from bayesynth.synthesis.marginals import DISCRETE_VALUES, DiscreteMarginal, silverman_bandwidth
+from bayesynth.synthesis.base import (
+    Synthesizer,
+    read_idata,
+    read_json,
+    read_netcdf,
+    select_draws,
+    write_json,
+)
+from bayesynth.synthesis.marginals import (
+    DISCRETE_VALUES,
+    DiscreteMarginal,
+    marginal_from_dict,
+    silverman_bandwidth,
+)
 
 __all__ = ["RankLikelihoodSynthesizer", "CartSynthesizer"]
 
 
-class RankLikelihoodSynthesizer:
+class RankLikelihoodSynthesizer(Synthesizer):
     """Hoff's rank-likelihood Gaussian copula (sbgcop), as the paper's "RL" baseline.
 
     Every column is an ordered latent column under the extended rank likelihood; an unordered
@@ -54,11 +73,38 @@ class RankLikelihoodSynthesizer:
         Code ordinal columns as one-hot categorical instead of ordered (the paper treats the
         few-level ordinal both ways).
 
+    Attributes
+    ----------
+    C_ : numpy.ndarray, shape (draws, p, p)
+        The kept draws of the copula correlation (columns ``columns_``).
+    idata_ : arviz.InferenceData
+        The same draws as a posterior (variable ``C``, dims ``column`` and ``column_``), to
+        inspect with ArviZ.
+    schema_ : Schema
+    n_rows_ : int
+
+    Notes
+    -----
+    ``from_posterior`` is not available (it raises :class:`~bayesynth.errors.NoPosteriorError`):
+    the posterior is sampled by bayesynth's own sbgcop Gibbs sampler inside :meth:`fit`, not
+    from a PyMC model, so there is no model and posterior that a user could sample and hand
+    over; the marginals that decode a synthetic record also come from the data at ``fit``.
+    Inspect the posterior of C in ``idata_`` instead. :meth:`sample` draws each dataset from
+    its own draw of C (:func:`~bayesynth.synthesis.select_draws`). :meth:`save` writes
+    ``posterior.nc`` (``idata_``) and ``rank_likelihood.json`` (schema, one-hot levels and the
+    empirical marginals: every distinct real value of every column, to be kept as confidential
+    as the data).
+
     References
     ----------
     Hoff, P. D. (2007). Extending the rank likelihood for semiparametric copula estimation.
     *Annals of Applied Statistics*, 1(1), 265-283.
     """
+
+    _fitted_attribute = "C_"
+    _no_posterior = ("its posterior is sampled by bayesynth's own sbgcop Gibbs sampler inside "
+                     "fit(), not from a PyMC model, and its marginals come from the data; fit "
+                     "it and inspect idata_ (the posterior of C) with ArviZ")
 
     def __init__(self, schema: Schema | None = None, *, draws: int = 1000, tune: int = 1000,
                  thin: int = 1, random_seed: int | None = None,
@@ -143,6 +189,7 @@ class RankLikelihoodSynthesizer:
                 kept.append(C)
         self.C_ = np.array(kept)
         self.columns_ = list(enc.columns)
+        self.idata_ = _correlation_idata(self.C_, self.columns_)
         self.marginals_ = [DiscreteMarginal.fit(enc[c].dropna().to_numpy()) for c in enc]
         self.schema_ = schema
         self.n_rows_ = n
@@ -171,12 +218,13 @@ class RankLikelihoodSynthesizer:
         ------
         bayesynth.errors.NotFittedError
             If :meth:`fit` has not been called.
+        bayesynth.errors.InvalidParameterError
+            ``m`` or ``n_rows`` below 1, or a bad ``random_seed``.
         """
-        if not hasattr(self, "C_"):
-            raise NotFittedError("Call fit(df) before sample().")
+        m, n_rows = self._sample_args(m, n_rows, random_seed)
         rng = np.random.default_rng(random_seed)
         n_rows = self.n_rows_ if n_rows is None else n_rows
-        picks = rng.choice(len(self.C_), size=m, replace=m > len(self.C_))
+        picks = select_draws(len(self.C_), m, rng)  # distinct draws where possible
         out = []
         self.multiply_classified_ = []
         for s in picks:
@@ -210,8 +258,119 @@ class RankLikelihoodSynthesizer:
             cols[name] = _restore(vals, col)
         return pd.DataFrame(cols), multi
 
+    # ---------------------------------------------------------------------------- save/load
 
-class CartSynthesizer:
+    def _json_params(self) -> dict[str, Any]:
+        params = super()._json_params()
+        params["schema"] = None  # the fitted schema is in rank_likelihood.json
+        return params
+
+    def _write(self, directory: Path) -> None:
+        """Write ``posterior.nc`` and ``rank_likelihood.json``."""
+        self.idata_.to_netcdf(str(directory / "posterior.nc"), engine="h5netcdf")
+        write_json(directory, "rank_likelihood.json", {
+            "schema": self.schema_.to_dict(), "n_rows": self.n_rows_,
+            "columns": self.columns_, "onehot": self._onehot,
+            "marginals": [mg.to_dict() for mg in self.marginals_]})
+
+    @classmethod
+    def _read(cls, directory: Path, meta: dict[str, Any], **kwargs: Any
+              ) -> RankLikelihoodSynthesizer:
+        """Rebuild the fitted synthesizer from the files :meth:`_write` wrote."""
+        state = read_json(directory, "rank_likelihood.json")
+        params = cls._params_from_json(meta["params"])
+        params["schema"] = Schema.from_dict(state["schema"])
+        obj = cls(**params)
+        obj.schema_ = params["schema"]
+        obj.n_rows_ = int(state["n_rows"])
+        obj.columns_ = list(state["columns"])
+        obj._onehot = {k: list(v) for k, v in state["onehot"].items()}
+        obj.marginals_ = [marginal_from_dict(d) for d in state["marginals"]]
+        obj.idata_ = read_idata(directory, "posterior.nc")
+        C = obj.idata_.posterior["C"].transpose("chain", "draw", "column", "column_").values
+        obj.C_ = C.reshape(-1, *C.shape[2:])
+        return obj
+
+
+def _correlation_idata(C: np.ndarray, columns: list[str]) -> az.InferenceData:
+    """Wrap the draws of C (draws, p, p) as a one-chain posterior with named columns."""
+    post = xr.Dataset(
+        {"C": (("chain", "draw", "column", "column_"), C[None])},
+        coords={"chain": [0], "draw": np.arange(len(C)), "column": list(columns),
+                "column_": list(columns)})
+    return az.InferenceData(posterior=post)
+
+
+@dataclass(frozen=True)
+class _Tree:
+    """The arrays of a fitted scikit-learn tree that :meth:`apply` needs (no pickle).
+
+    ``apply`` follows scikit-learn's ``Tree.apply`` exactly: inputs as float32, a record goes
+    left when its value is at most the threshold, and a missing value goes where the node's
+    ``missing_go_to_left`` says.
+    """
+
+    left: np.ndarray
+    right: np.ndarray
+    feature: np.ndarray
+    threshold: np.ndarray
+    missing_left: np.ndarray
+
+    @classmethod
+    def from_sklearn(cls, tree: Any) -> _Tree:
+        t = tree.tree_
+        missing = getattr(t, "missing_go_to_left", np.zeros(t.node_count, dtype=np.uint8))
+        return cls(np.asarray(t.children_left, np.int64), np.asarray(t.children_right, np.int64),
+                   np.asarray(t.feature, np.int64), np.asarray(t.threshold, np.float64),
+                   np.asarray(missing, np.uint8))
+
+    def apply(self, X: np.ndarray) -> np.ndarray:
+        """Return the leaf (node index) of each row of ``X``, as scikit-learn's ``apply``."""
+        X = np.asarray(X, dtype=np.float32)
+        node = np.zeros(len(X), dtype=np.int64)
+        active = np.flatnonzero(self.left[node] >= 0)
+        while active.size:
+            nd = node[active]
+            x = X[active, self.feature[nd]].astype(np.float64)
+            go_left = np.where(np.isnan(x), self.missing_left[nd] != 0, x <= self.threshold[nd])
+            node[active] = np.where(go_left, self.left[nd], self.right[nd])
+            active = active[self.left[node[active]] >= 0]
+        return node
+
+    def to_dataset(self, j: int) -> dict[str, tuple]:
+        dim = f"node_{j}"
+        return {f"tree{j}_{k}": (dim, getattr(self, k))
+                for k in ("left", "right", "feature", "threshold", "missing_left")}
+
+    @classmethod
+    def from_dataset(cls, ds: xr.Dataset, j: int) -> _Tree:
+        return cls(*(ds[f"tree{j}_{k}"].values for k in ("left", "right", "feature",
+                                                           "threshold", "missing_left")))
+
+
+def _level_column(schema: Schema, name: str) -> bool:
+    return schema[name].type in ("categorical", "ordinal", "binary")
+
+
+def _canonical(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
+    """Put the donor table in one form, whether built at fit or read back from netCDF.
+
+    Level columns hold the schema's labels (None when missing), the others float64 (NaN when
+    missing; dates as days).
+    """
+    out = {}
+    for c in schema.names:
+        col = schema[c]
+        if _level_column(schema, c):
+            codes = encode_levels(df[c], col)
+            labels = np.array(list(col.levels) + [None], dtype=object)
+            out[c] = labels[codes]  # code -1 picks the trailing None
+        else:
+            out[c] = df[c].to_numpy(dtype=float, na_value=np.nan)
+    return pd.DataFrame(out)
+
+
+class CartSynthesizer(Synthesizer):
     """Iterative (sequential) CART synthesis, synthpop's default method (Reiter 2005).
 
     Variables are synthesized one after another in a visit order. The first is a bootstrap
@@ -251,11 +410,26 @@ class CartSynthesizer:
     visit_sequence_ : list of str
         The order used.
 
+    Notes
+    -----
+    ``from_posterior`` raises :class:`~bayesynth.errors.NoPosteriorError`: CART is not a
+    Bayesian model. :meth:`save` writes ``cart.nc`` (the trees' arrays from scikit-learn's
+    ``tree_``: children, split features, thresholds and missing-value directions; the leaf of
+    every training record; and the training records themselves, level columns as codes) and
+    ``cart.json`` (schema, visit order, the values never smoothed and the smoothing ranges).
+    No pickle: synthesis routes records through the saved arrays exactly as scikit-learn's
+    ``apply`` does. CART draws synthetic values from real records, so the saved directory
+    holds the confidential data: keep it as confidential as the data.
+
     References
     ----------
     Reiter, J. P. (2005). Using CART to generate partially synthetic public use microdata.
     *Journal of Official Statistics*, 21(3), 441-462. Nowok, Raab & Dibben (2016), synthpop.
     """
+
+    _fitted_attribute = "_trees"
+    _no_posterior = ("CART is not a Bayesian model: it has no posterior to synthesize from; "
+                     "fit(df) grows its trees on the data")
 
     def __init__(self, schema: Schema | None = None, *,
                  visit_sequence: Sequence[str] | None = None, min_samples_leaf: int = 5,
@@ -320,8 +494,9 @@ class CartSynthesizer:
                               "rule-fixed ones aside) exactly once; got "
                               f"{order}.")
         self.visit_sequence_ = order
-        self._real = df[schema.names].reset_index(drop=True).copy()
-        self._trees: list[Any] = [None]
+        self._real = _canonical(df.reset_index(drop=True), schema)
+        trees: list[_Tree | None] = [None]
+        self._leaves: list[np.ndarray | None] = [None]
         self._leaf_members: list[dict[int, np.ndarray]] = [{}]
         for j in range(1, len(order)):
             target = order[j]
@@ -337,10 +512,11 @@ class CartSynthesizer:
                 tree = DecisionTreeRegressor(min_samples_leaf=self.min_samples_leaf,
                                              random_state=int(rng.integers(2**31)))
             tree.fit(X, y)
-            leaves = tree.apply(X)
-            members = {int(leaf): np.flatnonzero(leaves == leaf) for leaf in np.unique(leaves)}
-            self._trees.append(tree)
-            self._leaf_members.append(members)
+            leaves = tree.apply(X).astype(np.int64)
+            trees.append(_Tree.from_sklearn(tree))
+            self._leaves.append(leaves)
+            self._leaf_members.append(_members(leaves))
+        self._trees = trees
         self._fixed = {}  # per numeric column: values never smoothed (codes, atoms)
         self._range = {}
         for c in schema.names:
@@ -407,9 +583,10 @@ class CartSynthesizer:
         ------
         bayesynth.errors.NotFittedError
             If :meth:`fit` has not been called.
+        bayesynth.errors.InvalidParameterError
+            ``m`` or ``n_rows`` below 1, or a bad ``random_seed``.
         """
-        if not hasattr(self, "_trees"):
-            raise NotFittedError("Call fit(df) before sample().")
+        m, n_rows = self._sample_args(m, n_rows, random_seed)
         rng = np.random.default_rng(random_seed)
         n_rows = len(self._real) if n_rows is None else n_rows
         out = []
@@ -439,3 +616,68 @@ class CartSynthesizer:
             out.append(finish(frame, self.schema_))
         return out
 
+    # ---------------------------------------------------------------------------- save/load
+
+    def _json_params(self) -> dict[str, Any]:
+        params = super()._json_params()
+        params["schema"] = None  # the fitted schema is in cart.json
+        return params
+
+    def _write(self, directory: Path) -> None:
+        """Write ``cart.nc`` and ``cart.json`` (see the class)."""
+        schema = self.schema_
+        data: dict[str, tuple] = {}
+        for i, c in enumerate(schema.names):
+            if _level_column(schema, c):
+                data[f"real_{i}"] = ("record", encode_levels(self._real[c], schema[c]))
+            else:
+                data[f"real_{i}"] = ("record", self._real[c].to_numpy(dtype=float))
+        for j in range(1, len(self._trees)):
+            data.update(self._trees[j].to_dataset(j))
+            data[f"tree{j}_leaf"] = ("record", self._leaves[j])
+        xr.Dataset(data).to_netcdf(directory / "cart.nc", engine="h5netcdf")
+
+        def nan_free(x: np.ndarray) -> list:
+            return [None if np.isnan(v) else float(v) for v in np.asarray(x, float)]
+
+        write_json(directory, "cart.json", {
+            "schema": schema.to_dict(), "visit_sequence": self.visit_sequence_,
+            "n_trees": len(self._trees),
+            "fixed": {c: nan_free(v) for c, v in self._fixed.items()},
+            "range": {c: nan_free(v) for c, v in self._range.items()}})
+
+    @classmethod
+    def _read(cls, directory: Path, meta: dict[str, Any], **kwargs: Any) -> CartSynthesizer:
+        """Rebuild the fitted synthesizer from the files :meth:`_write` wrote."""
+        state = read_json(directory, "cart.json")
+        ds = read_netcdf(directory, "cart.nc")
+        params = cls._params_from_json(meta["params"])
+        schema = Schema.from_dict(state["schema"])
+        params["schema"] = schema
+        obj = cls(**params)
+        obj.schema_ = schema
+        obj.visit_sequence_ = list(state["visit_sequence"])
+        labels = {}
+        for i, c in enumerate(schema.names):
+            v = ds[f"real_{i}"].values
+            if _level_column(schema, c):
+                labels[c] = np.array(list(schema[c].levels) + [None], dtype=object)[v]
+            else:
+                labels[c] = v.astype(float)
+        obj._real = pd.DataFrame(labels, columns=schema.names)
+        obj._trees = [None] + [_Tree.from_dataset(ds, j) for j in range(1, state["n_trees"])]
+        obj._leaves = [None] + [ds[f"tree{j}_leaf"].values.astype(np.int64)
+                                for j in range(1, state["n_trees"])]
+        obj._leaf_members = [{}] + [_members(lv) for lv in obj._leaves[1:]]
+
+        def nan_back(x: list) -> np.ndarray:
+            return np.array([np.nan if v is None else v for v in x], dtype=float)
+
+        obj._fixed = {c: nan_back(v) for c, v in state["fixed"].items()}
+        obj._range = {c: tuple(nan_back(v)) for c, v in state["range"].items()}
+        return obj
+
+
+def _members(leaves: np.ndarray) -> dict[int, np.ndarray]:
+    """Training records of each leaf."""
+    return {int(leaf): np.flatnonzero(leaves == leaf) for leaf in np.unique(leaves)}

@@ -33,7 +33,6 @@ convergence on exactly those.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,8 +45,7 @@ import xarray as xr
 from scipy.special import log_ndtr, ndtr
 from scipy.stats import rankdata
 
-from bayesynth._io import atomic_write_dir
-from bayesynth.errors import NotFittedError, SchemaError
+from bayesynth.errors import SchemaError
 from bayesynth.models.layout import MISSING_LEVEL, LatentLayout, mnp_levels
 from bayesynth.models.rank_probit_copula import get_layout, rank_probit_copula
 from bayesynth.rules import rule_mask
@@ -63,6 +61,7 @@ from bayesynth.schema import (
     value_part,
 )
 from bayesynth.synthesis._output import _restore, finish, not_modelled
+from bayesynth.synthesis.base import Synthesizer, _version, read_idata, select_draws
 from bayesynth.synthesis.marginals import (
     AtomMarginal,
     DiscreteMarginal,
@@ -259,7 +258,7 @@ def draw_latent(
     return z, codes_out
 
 
-class CopulaSynthesizer:
+class CopulaSynthesizer(Synthesizer):
     """Fully synthetic data from the extended rank-probit Gaussian copula.
 
     Parameters
@@ -323,6 +322,17 @@ class CopulaSynthesizer:
     schema_ : Schema
     n_rows_ : int
         Rows of the training table (the default size of synthetic tables).
+
+    Notes
+    -----
+    The protocol of :class:`~bayesynth.synthesis.Synthesizer`. :meth:`sample` draws each
+    dataset from its own posterior draw (:func:`~bayesynth.synthesis.select_draws`: distinct
+    draws while there are enough). :meth:`save` writes ``meta.json``, ``posterior.nc`` (the
+    InferenceData), ``target_<j>.nc`` (each BART target's trees as flat arrays) and
+    ``synthesizer.json`` (parameters, schema, the estimated marginals and, in ``"empirical"``
+    mode, the categorical combination frequencies). These are summaries of the confidential
+    data: keep the directory as confidential as the data. Directories saved before
+    ``meta.json`` existed still load.
 
     Examples
     --------
@@ -561,13 +571,6 @@ class CopulaSynthesizer:
 
     # ------------------------------------------------------------------------------- sample
 
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "idata_"):
-            raise NotFittedError(
-                "This CopulaSynthesizer is not fitted yet. Call fit(df) (or "
-                "CopulaSynthesizer.load(path)) before sample()."
-            )
-
     def _posterior_draws(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         post = self.idata_.posterior
         p = len(self.latent_names_)
@@ -604,18 +607,15 @@ class CopulaSynthesizer:
         ------
         bayesynth.errors.NotFittedError
             Before :meth:`fit`.
+        bayesynth.errors.InvalidParameterError
+            ``m`` or ``n_rows`` below 1, or a bad ``random_seed``.
         """
-        self._check_fitted()
+        m, n_rows = self._sample_args(m, n_rows, random_seed)
         self._check_params()
-        if int(m) != m or m < 1:
-            raise ValueError(f"m must be a positive integer; got {m!r}.")
         n_rows = self.n_rows_ if n_rows is None else n_rows
-        if int(n_rows) != n_rows or n_rows < 1:
-            raise ValueError(f"n_rows must be a positive integer; got {n_rows!r}.")
         rng = np.random.default_rng(random_seed)
         alpha_full, Lam, sig = self._posterior_draws()
-        S = Lam.shape[0]
-        picks = rng.choice(S, size=int(m), replace=int(m) > S)
+        picks = select_draws(Lam.shape[0], m, rng)  # distinct draws where possible
         return [self._one(rng, alpha_full[s], Lam[s], sig[s], int(n_rows)) for s in picks]
 
     def _one(self, rng: np.random.Generator, alpha_full: np.ndarray, Lam: np.ndarray,
@@ -736,55 +736,35 @@ class CopulaSynthesizer:
                         for tm in getattr(self, "targets_", [])],
         }
 
-    def save(self, path: str | os.PathLike) -> Path:
-        """Write the fitted synthesizer to the directory ``path``, atomically.
+    def _json_params(self) -> dict[str, Any]:
+        return self._state()["params"]
 
-        The directory holds ``posterior.nc`` (the InferenceData, netCDF) and
-        ``synthesizer.json`` (parameters, schema, bayesynth version, the estimated marginals and
-        the categorical combination frequencies). No pickle. Note that the marginals and
-        frequencies are summaries of the confidential data: keep the directory as confidential
-        as the data.
-
-        Parameters
-        ----------
-        path : path-like
-            The directory; an existing one is replaced once the new one is complete.
-
-        Returns
-        -------
-        pathlib.Path
-        """
-        self._check_fitted()
+    def _write(self, directory: Path) -> None:
+        """Write ``posterior.nc``, ``target_<j>.nc`` and ``synthesizer.json`` (see the class)."""
         state = self._state()
-
-        def write(tmp: Path) -> None:
-            self.idata_.to_netcdf(str(tmp / "posterior.nc"), engine="h5netcdf")
-            for j, tm in enumerate(getattr(self, "targets_", [])):
-                tm.to_dataset().to_netcdf(tmp / f"target_{j}.nc", engine="h5netcdf")
-            (tmp / "synthesizer.json").write_text(json.dumps(state, indent=1))
-
-        return atomic_write_dir(path, write)
+        self.idata_.to_netcdf(str(directory / "posterior.nc"), engine="h5netcdf")
+        for j, tm in enumerate(getattr(self, "targets_", [])):
+            tm.to_dataset().to_netcdf(directory / f"target_{j}.nc", engine="h5netcdf")
+        (directory / "synthesizer.json").write_text(json.dumps(state, indent=1))
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> CopulaSynthesizer:
-        """Read a synthesizer written by :meth:`save`.
+    def _legacy_meta(cls, directory: Path) -> dict[str, Any] | None:
+        """Recognise a directory saved before ``meta.json`` (``synthesizer.json`` alone)."""
+        p = directory / "synthesizer.json"
+        if directory.is_dir() and not (directory / "meta.json").exists() and p.is_file():
+            try:
+                state = json.loads(p.read_text())
+            except json.JSONDecodeError:
+                return None
+            if isinstance(state, dict) and state.get("format") == _FORMAT:
+                return {"class": cls.__name__, "module": cls.__module__, "format_version": 1,
+                        "params": state.get("params", {})}
+        return None
 
-        Parameters
-        ----------
-        path : path-like
-            The directory :meth:`save` wrote.
-
-        Returns
-        -------
-        CopulaSynthesizer
-            Fitted, ready to :meth:`sample`.
-
-        Raises
-        ------
-        bayesynth.errors.SchemaError
-            If ``path`` does not hold a saved CopulaSynthesizer.
-        """
-        path = Path(path)
+    @classmethod
+    def _read(cls, directory: Path, meta: dict[str, Any], **kwargs: Any) -> CopulaSynthesizer:
+        """Rebuild the fitted synthesizer from the files :meth:`_write` wrote."""
+        path = Path(directory)
         meta_path = path / "synthesizer.json"
         if not meta_path.exists():
             raise SchemaError(f"'{path}' is not a saved CopulaSynthesizer (no synthesizer.json).")
@@ -805,7 +785,7 @@ class CopulaSynthesizer:
             max_tries=params.get("max_tries", 2000),
             n_sweeps=params["n_sweeps"],
         )
-        obj.idata_ = az.from_netcdf(str(path / "posterior.nc"), engine="h5netcdf")
+        obj.idata_ = read_idata(path, "posterior.nc")
         obj.schema_ = obj.schema
         obj.n_rows_ = int(state["n_rows"])
         obj.latent_names_ = list(state["latent_names"])
@@ -830,9 +810,3 @@ class CopulaSynthesizer:
         obj.targets = [t.name for t in obj.targets_]
         obj.target_draw = params.get("target_draw", "proper")
         return obj
-
-
-def _version() -> str:
-    from bayesynth import __version__
-
-    return __version__

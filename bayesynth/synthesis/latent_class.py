@@ -3,19 +3,31 @@
 Every quantity here is a function of ``pi`` and ``psi`` computed draw by draw, so it is
 invariant to label switching: marginal and full-table cell probabilities, their credible
 intervals, and synthetic datasets (each from its own posterior draw).
+:class:`LatentClassSynthesizer` puts the model and its synthesis behind the protocol every
+synthesizer shares.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 import arviz as az
 import numpy as np
 import pandas as pd
+import pymc as pm
 import xarray as xr
 
-from bayesynth.errors import IncompatibleModelError, SchemaError
+from bayesynth.errors import IncompatibleModelError, InputTypeError, SchemaError
 from bayesynth.evaluation.regression import combine_estimates
+from bayesynth.synthesis.base import (
+    Synthesizer,
+    read_idata,
+    read_json,
+    select_draws,
+    write_json,
+)
 
 __all__ = [
     "marginal_probabilities",
@@ -23,6 +35,7 @@ __all__ = [
     "probability_summary",
     "synthesize_latent_class",
     "combine_marginal_estimates",
+    "LatentClassSynthesizer",
 ]
 
 
@@ -174,7 +187,7 @@ def synthesize_latent_class(idata: az.InferenceData, m: int = 20, *, n: int | No
     n_samples = post.sizes["chain"] * post.sizes["draw"]
     if not 1 <= m <= n_samples:
         raise SchemaError(f"m must be between 1 and the {n_samples} posterior draws; got {m}.")
-    picks = np.linspace(0, n_samples - 1, m).round().astype(int)
+    picks = select_draws(post, m, spacing="even")
     pi = post["pi"].values.reshape(n_samples, -1)
     psi = {v: post[f"psi_{v}"].values.reshape(n_samples, *post[f"psi_{v}"].shape[2:])
            for v in variables}
@@ -235,3 +248,224 @@ def combine_marginal_estimates(synthetic: Sequence[pd.DataFrame], variables: Seq
         rows.append({"estimate": comb.estimate, "se": comb.se, "lower": comb.lower,
                      "upper": comb.upper})
     return pd.DataFrame(rows, index=tabs[0].index)
+
+
+class LatentClassSynthesizer(Synthesizer):
+    """Synthetic records from differentially private marginal tables (Pistner et al.).
+
+    :meth:`fit` builds :func:`bayesynth.models.latent_class_dp_model` from the noisy release
+    and samples it with :func:`bayesynth.sample` (the count moves and the data-augmentation
+    Gibbs step); :meth:`sample` draws records from the posterior with
+    :func:`synthesize_latent_class`. The synthetic data are post-processing of the release:
+    they cost no privacy budget beyond it.
+
+    Parameters
+    ----------
+    k : int, default 10
+        Classes of the truncated stick-breaking prior.
+    alpha : float, default 1
+        Concentration of the stick-breaking prior.
+    psi_prior : float, default 1
+        Symmetric Dirichlet parameter of each class's level probabilities.
+    full_table : bool, optional
+        Store the full-table cell probabilities in the trace (default: small tables only).
+    domain : dict, optional
+        Levels of every variable, when :meth:`fit` is given a plain list of marginals.
+    n : int, optional
+        Number of records, when :meth:`fit` is given a plain list of marginals.
+    draws, tune, chains : int
+        MCMC settings of :func:`bayesynth.sample`.
+    random_seed : int, optional
+        Seed of the MCMC run (``sample`` takes its own seed).
+    progressbar : bool, default False
+
+    Attributes
+    ----------
+    model_ : pymc.Model
+        The latent class model (not restored by :meth:`load`, which needs only the posterior).
+    idata_ : arviz.InferenceData
+        Its posterior (a function of the release alone).
+    n_ : int
+        The model's number of records (the release's n, or its noisy estimate under add/remove
+        neighbours): the default size of a synthetic dataset.
+    ledger_ : bayesynth.privacy.Ledger or None
+        The release's ledger; :meth:`sample` records each synthetic dataset in it as
+        post-processing.
+
+    Notes
+    -----
+    The protocol of :class:`~bayesynth.synthesis.Synthesizer`. :meth:`sample` uses evenly
+    spaced posterior draws (:func:`~bayesynth.synthesis.select_draws` with
+    ``spacing="even"``, as :func:`synthesize_latent_class` does, which thins the
+    autocorrelated chain), so ``m`` cannot exceed the number of draws. :meth:`save` writes
+    ``posterior.nc`` and ``latent_class.json`` (n and the ledger).
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, bayesynth as bs
+    >>> from bayesynth.privacy import privatize_marginals
+    >>> r = np.random.default_rng(0)
+    >>> df = pd.DataFrame({"a": r.integers(0, 2, 200), "b": r.integers(0, 3, 200)})
+    >>> release = privatize_marginals(df, "all2", 2.0, domain={"a": [0, 1], "b": [0, 1, 2]})
+    >>> syn = bs.synthesis.LatentClassSynthesizer(k=3, draws=50, tune=50, chains=1,
+    ...                                           random_seed=1).fit(release)  # doctest: +SKIP
+    >>> out = syn.sample(m=5, random_seed=2)  # doctest: +SKIP
+    """
+
+    def __init__(self, k: int = 10, *, alpha: float = 1.0, psi_prior: float = 1.0,
+                 full_table: bool | None = None, domain: Mapping[str, Sequence] | None = None,
+                 n: int | None = None, draws: int = 1000, tune: int = 1000, chains: int = 2,
+                 random_seed: int | None = None, progressbar: bool = False):
+        self.k = k
+        self.alpha = alpha
+        self.psi_prior = psi_prior
+        self.full_table = full_table
+        self.domain = domain
+        self.n = n
+        self.draws = draws
+        self.tune = tune
+        self.chains = chains
+        self.random_seed = random_seed
+        self.progressbar = progressbar
+
+    def fit(self, data: Any) -> LatentClassSynthesizer:
+        """Fit the latent class model to a differentially private release.
+
+        Parameters
+        ----------
+        data : PrivateMarginals or list of NoisyMarginal
+            The release (:func:`bayesynth.privacy.privatize_marginals`); never the
+            confidential records.
+
+        Returns
+        -------
+        LatentClassSynthesizer
+            ``self``, with ``model_``, ``idata_``, ``n_`` and ``ledger_``.
+
+        Raises
+        ------
+        bayesynth.errors.InputTypeError
+            Given a DataFrame (privatize it first) or anything else that is not a release.
+        """
+        from bayesynth.models.latent_class_dp import latent_class_dp_model, latent_class_spec
+        from bayesynth.samplers.sampling import sample as bs_sample
+
+        if isinstance(data, pd.DataFrame):
+            raise InputTypeError(
+                "LatentClassSynthesizer.fit takes the differentially private release, not the "
+                "confidential records: release = bayesynth.privacy.privatize_marginals(df, "
+                "'select', epsilon, domain=...), then fit(release).")
+        model = latent_class_dp_model(data, domain=self.domain, n=self.n, k=self.k,
+                                      alpha=self.alpha, psi_prior=self.psi_prior,
+                                      full_table=self.full_table)
+        self.model_ = model
+        self.idata_ = bs_sample(model, draws=self.draws, tune=self.tune, chains=self.chains,
+                                random_seed=self.random_seed, progressbar=self.progressbar)
+        self.n_ = int(latent_class_spec(model).n)
+        self.ledger_ = getattr(data, "ledger", None)
+        return self
+
+    @classmethod
+    def from_posterior(cls, model: pm.Model, idata: az.InferenceData, *, ledger: Any = None,
+                       **params: Any) -> LatentClassSynthesizer:
+        """Synthesize from a latent class posterior you sampled and inspected; no refit.
+
+        Parameters
+        ----------
+        model : pymc.Model
+            Built by :func:`bayesynth.models.latent_class_dp_model`.
+        idata : arviz.InferenceData
+            Its posterior (``pi`` and ``psi_<var>``).
+        ledger : bayesynth.privacy.Ledger, optional
+            The release's ledger, to record the synthetic datasets in.
+        **params
+            Constructor settings (the MCMC settings are not used).
+
+        Returns
+        -------
+        LatentClassSynthesizer
+
+        Raises
+        ------
+        bayesynth.errors.IncompatibleModelError
+            The model was not built by :func:`~bayesynth.models.latent_class_dp_model`, or the
+            posterior lacks its variables.
+        """
+        from bayesynth.models.latent_class_dp import latent_class_spec
+
+        spec = latent_class_spec(model)
+        if spec is None:
+            raise IncompatibleModelError("from_posterior needs a model built by "
+                                         "bayesynth.models.latent_class_dp_model.")
+        post = getattr(idata, "posterior", None)
+        if post is None:
+            raise IncompatibleModelError("The posterior lacks pi and psi_<var>: pass the "
+                                         "InferenceData sampled from this model.")
+        absent = [v for v in ["pi", *(f"psi_{x}" for x in spec.variables)] if v not in post]
+        if absent:
+            raise IncompatibleModelError(f"The posterior lacks {absent}: pass the InferenceData "
+                                         "sampled from this model.")
+        settings = {"k": spec.k, "alpha": spec.alpha, "psi_prior": spec.psi_prior, **params}
+        obj = cls(**settings)
+        obj.model_ = model
+        obj.idata_ = idata
+        obj.n_ = int(spec.n)
+        obj.ledger_ = ledger
+        return obj
+
+    def sample(self, m: int = 1, n_rows: int | None = None,
+               random_seed: Any = None) -> list[pd.DataFrame]:
+        """Draw ``m`` synthetic datasets, each from its own (evenly spaced) posterior draw.
+
+        Parameters
+        ----------
+        m : int, default 1
+            At most the number of posterior draws.
+        n_rows : int, optional
+            Records per dataset (default ``n_``).
+        random_seed : int, optional
+
+        Returns
+        -------
+        list of pandas.DataFrame
+            One categorical column per variable, with the domain's levels.
+
+        Raises
+        ------
+        bayesynth.errors.NotFittedError
+            Before :meth:`fit`.
+        bayesynth.errors.InvalidParameterError
+            ``m`` below 1 or above the number of draws, ``n_rows`` below 1, or a bad
+            ``random_seed``.
+        """
+        m, n_rows = self._sample_args(m, n_rows, random_seed)
+        select_draws(self.idata_, m, spacing="even")  # m above the draws: the protocol's error
+        return synthesize_latent_class(self.idata_, m, n=self.n_ if n_rows is None else n_rows,
+                                       random_seed=random_seed, ledger=self.ledger_)
+
+    # ---------------------------------------------------------------------------- save/load
+
+    def _json_params(self) -> dict[str, Any]:
+        params = super()._json_params()
+        if params.get("domain") is not None:
+            params["domain"] = {str(k): v for k, v in params["domain"].items()}
+        return params
+
+    def _write(self, directory: Path) -> None:
+        """Write ``posterior.nc`` and ``latent_class.json``."""
+        self.idata_.to_netcdf(str(directory / "posterior.nc"), engine="h5netcdf")
+        write_json(directory, "latent_class.json", {
+            "n": self.n_, "ledger": None if self.ledger_ is None else self.ledger_.to_dict()})
+
+    @classmethod
+    def _read(cls, directory: Path, meta: dict[str, Any], **kwargs: Any
+              ) -> LatentClassSynthesizer:
+        """Rebuild the fitted synthesizer from the files :meth:`_write` wrote."""
+        from bayesynth.privacy import Ledger
+
+        state = read_json(directory, "latent_class.json")
+        obj = cls(**cls._params_from_json(meta["params"]))
+        obj.idata_ = read_idata(directory, "posterior.nc")
+        obj.n_ = int(state["n"])
+        obj.ledger_ = None if state["ledger"] is None else Ledger.from_dict(state["ledger"])
+        return obj

@@ -47,6 +47,7 @@ import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -56,6 +57,7 @@ import xarray as xr
 
 from bayesynth._io import atomic_write
 from bayesynth.errors import (
+    IncompatibleModelError,
     InvalidParameterError,
     NotFittedError,
     PrivacyGuaranteeError,
@@ -67,9 +69,15 @@ from bayesynth.models.pseudo_posterior import (
     record_loglik,
 )
 from bayesynth.privacy import Ledger, LedgerEntry, censor_bound, check_epsilon, check_neighbours
-from bayesynth.privacy.geometric import _add_noise, _rate
-from bayesynth.privacy.neighbours import histogram_sensitivity, release_rng
+from bayesynth.privacy.neighbours import release_rng
 from bayesynth.samplers.sampling import sample as bs_sample
+from bayesynth.synthesis._pseudo_posterior_io import (
+    factory_path,
+    read_pseudo_posterior,
+    write_pseudo_posterior,
+)
+from bayesynth.synthesis.base import Synthesizer, json_ready, select_draws
+from bayesynth.synthesis.histogram import PerturbedHistogramSynthesizer  # re-exported
 
 __all__ = [
     "MECHANISMS",
@@ -401,7 +409,7 @@ def _sample(model, draws, tune, chains, seed, progressbar):
                          progressbar=progressbar)
 
 
-class PseudoPosteriorSynthesizer:
+class PseudoPosteriorSynthesizer(Synthesizer):
     """Synthetic data from a record-weighted or censored pseudo posterior.
 
     Parameters
@@ -449,7 +457,28 @@ class PseudoPosteriorSynthesizer:
         Of the unweighted fit, when one was made.
     ledger_ : Ledger
         One entry per released synthetic dataset.
+    column_ : str
+        Name of the synthetic column.
+
+    Notes
+    -----
+    The protocol of :class:`~bayesynth.synthesis.Synthesizer`. :meth:`from_posterior` takes a
+    model built with :func:`~bayesynth.models.pseudo_posterior.weighted_observed` and a
+    posterior you sampled from it. :meth:`sample` draws each dataset from its own, distinct
+    posterior draw (:func:`~bayesynth.synthesis.select_draws`). :meth:`save` writes
+    ``posterior.nc`` (the final fit), ``pseudo_posterior.nc`` (the training records, the
+    model's weights, the diagnostics' weights, fixed ``weights``), ``calibration.nc`` (a
+    ``calibration``, when given) and ``pseudo_posterior.json`` (the factory's import path, its
+    JSON-able keyword arguments, the censoring bound, the diagnostics, the guarantee and the
+    ledger of what was released so far). :meth:`load` rebuilds the model by calling the factory
+    on the saved records, so the directory holds the confidential data: keep it as
+    confidential as the data. A factory defined in bayesynth is found by its import path; any
+    other must be passed again, ``load(path, factory=my_model)`` (loading never imports a
+    module named in a file). The unweighted fit's posterior is not saved
+    (``unweighted_diagnostics_.idata`` is None after loading).
     """
+
+    _fitted_attribute = "diagnostics_"
 
     def __init__(self, factory: Callable[..., pm.Model], *, mechanism: str = "weighted",
                  epsilon: float | None = None, neighbours: str = "change_one",
@@ -569,7 +598,7 @@ class PseudoPosteriorSynthesizer:
                 f"mechanism '{mech}' cannot give a privacy guarantee with this model: "
                 f"{info.dp_refusal}. Use a model whose synthetic records are drawn from its "
                 "posterior predictive alone.", column="factory")
-        if self.check_priors:
+        if self.check_priors and self.factory is not None:
             moved = data_dependent_priors(self.factory, data, self.factory_kwargs)
             if moved:
                 raise PrivacyGuaranteeError(
@@ -701,6 +730,7 @@ class PseudoPosteriorSynthesizer:
         n_cens = int(np.sum(_record_bounds(L) * w > censor)) if censor else 0
         self.model_ = model
         self.idata_ = idata
+        self.column_ = _name(data, observed_name(model))
         self.diagnostics_ = PseudoPosteriorDiagnostics(mech, w, delta, local_epsilon(delta, nb),
                                                        n_trunc, n_cens, idata)
         self.guarantee_ = self.guarantee()
@@ -730,12 +760,18 @@ class PseudoPosteriorSynthesizer:
         Returns
         -------
         list of pandas.DataFrame
+
+        Raises
+        ------
+        bayesynth.errors.NotFittedError
+            Before :meth:`fit` (or :meth:`from_posterior`, :meth:`load`).
+        bayesynth.errors.InvalidParameterError
+            ``m`` or ``n_rows`` below 1, ``m`` above the number of posterior draws, or a bad
+            ``random_seed``.
+        bayesynth.errors.PrivacyGuaranteeError
+            Under add/remove neighbours without ``n_rows``.
         """
-        if not hasattr(self, "diagnostics_"):
-            raise NotFittedError("Call fit(data) before sample().")
-        if int(m) != m or m < 1:
-            raise InvalidParameterError(f"m must be a positive integer; got {m!r}.", column="m")
-        m = int(m)
+        m, n_rows = self._sample_args(m, n_rows, random_seed)
         g = self.guarantee_
         private = g.guarantee in ("strict", "local")
         if private:
@@ -747,16 +783,9 @@ class PseudoPosteriorSynthesizer:
                 raise PrivacyGuaranteeError(
                     "Under add/remove neighbours the number of records is private: pass n_rows "
                     "(a public number) to sample().", column="n_rows")
-        elif int(n_rows) != n_rows or n_rows < 1:
-            raise InvalidParameterError(f"n_rows must be a positive integer; got {n_rows!r}.",
-                                        column="n_rows")
         name = observed_name(self.model_)
         post = self.idata_.posterior.stack(sample=("chain", "draw"))
-        S = post.sizes["sample"]
-        if m > S:
-            raise InvalidParameterError(f"m = {m} datasets need {m} distinct posterior draws; "
-                                        f"the fit has {S}.", column="m")
-        picks = rng.choice(S, size=m, replace=False)
+        picks = select_draws(post.sizes["sample"], m, rng, distinct="required")
         sub = post.isel(sample=picks)
         sub = sub.drop_vars(["sample", "chain", "draw"]).rename(sample="draw").expand_dims(
             "chain")
@@ -765,7 +794,7 @@ class PseudoPosteriorSynthesizer:
             pp = pm.sample_posterior_predictive(sub, model=self.model_, var_names=[name],
                                                 random_seed=rng, progressbar=False)
         y = pp.posterior_predictive[name].values[0]  # (m, n)
-        col = _name(self._data, name)
+        col = getattr(self, "column_", None) or _name(self._data, name)
         out = []
         for k in range(m):
             vals = y[k] if n_rows is None else rng.choice(y[k], size=int(n_rows), replace=True)
@@ -775,6 +804,175 @@ class PseudoPosteriorSynthesizer:
                                 sensitivity=g.sensitivity, why=g.why,
                                 seeded=seeded or self._seeded)
         return out
+
+
+    # ------------------------------------------------------------------------- from a posterior
+
+    @classmethod
+    def from_posterior(cls, model: pm.Model, idata: Any, *,
+                       factory: Callable[..., pm.Model] | None = None, data: Any = None,
+                       column: str | None = None, neighbours: str = "change_one",
+                       **params: Any) -> PseudoPosteriorSynthesizer:
+        """Synthesize from a pseudo posterior you sampled and inspected yourself; no refit.
+
+        Build the model with a factory (e.g. ``beta_mixture(x, weights, censor)``, any model
+        whose likelihood comes from :func:`~bayesynth.models.pseudo_posterior.weighted_observed`),
+        sample it (``bs.sample`` or ``pm.sample``), inspect it, then synthesize from that very
+        posterior. The mechanism is read off the model: its censoring bound c and its record
+        weights give ``"unweighted"`` (no bound, all weights 1), ``"weighted"`` (weights, no
+        bound), ``"censor_uw"`` (bound, all weights 1) or ``"censor_w"`` (bound and weights),
+        with epsilon = :func:`local_epsilon` (c) under ``neighbours``.
+
+        Parameters
+        ----------
+        model : pymc.Model
+            The model the posterior belongs to.
+        idata : arviz.InferenceData
+            Its posterior.
+        factory : callable, optional
+            The factory that built ``model``: needed by :meth:`save` (the model is rebuilt on
+            load) and, for the DP mechanisms, to check that the priors do not move with the
+            data (without it that assumption is stated in the guarantee but not checked).
+        data : DataFrame or array, optional
+            The records the model was built on, as the factory takes them (default: the
+            observed values as a one-column DataFrame).
+        column : str, optional
+            Name of the synthetic column (default: the observed variable's name).
+        neighbours : {"change_one", "add_remove"}, default "change_one"
+        **params
+            Other constructor settings (``max_loglik_draws``, ``check_priors``,
+            ``factory_kwargs`` ...). ``mechanism`` and ``epsilon``, if given, must agree with
+            the model (``"weighted_e"`` may be stated for a weighted model without a bound).
+
+        Returns
+        -------
+        PseudoPosteriorSynthesizer
+            Ready to :meth:`sample`, with ``diagnostics_`` computed on this posterior and a
+            fresh ``ledger_``.
+
+        Raises
+        ------
+        bayesynth.errors.IncompatibleModelError
+            The model has no (single) ``weighted_observed`` variable, or the posterior lacks
+            its free variables.
+        bayesynth.errors.InvalidParameterError
+            ``mechanism`` or ``epsilon`` contradicting the model.
+        bayesynth.errors.PrivacyGuaranteeError
+            A DP mechanism for a model that releases real values (or, with ``factory``, whose
+            priors move with the data).
+
+        Notes
+        -----
+        Weights in a censored model are treated as fitted on the confidential data: the
+        release is recorded as "local" (fit with ``calibration=`` or ``weights=`` for a strict
+        ``censor_w`` release).
+
+        Examples
+        --------
+        >>> import numpy as np, bayesynth as bs
+        >>> from bayesynth.models.pseudo_posterior import beta_mixture
+        >>> x = np.random.default_rng(0).beta(2, 5, 50)
+        >>> model = beta_mixture(x, censor=1.0, n_components=1)
+        >>> idata = bs.sample(model, draws=50, tune=50, chains=1, random_seed=1,
+        ...                   progressbar=False)  # doctest: +SKIP
+        >>> syn = bs.synthesis.PseudoPosteriorSynthesizer.from_posterior(
+        ...     model, idata, factory=beta_mixture,
+        ...     factory_kwargs={"n_components": 1})  # doctest: +SKIP
+        >>> syn.guarantee_.epsilon  # doctest: +SKIP
+        4.0
+        """
+        try:
+            info = observed_info(model)
+        except InvalidParameterError as err:
+            raise IncompatibleModelError(
+                "from_posterior needs a model whose likelihood is built with "
+                f"bayesynth.models.pseudo_posterior.weighted_observed: {err}") from err
+        post = getattr(idata, "posterior", None)
+        absent = [v.name for v in model.free_RVs if post is None or v.name not in post]
+        if absent:
+            raise IncompatibleModelError(f"The posterior lacks {absent}: pass the InferenceData "
+                                         "sampled from this model.")
+        nb = check_neighbours(neighbours)
+        w = np.asarray(info.weights, dtype=float)
+        c = info.censor
+        weighted = not np.all(w == 1.0)
+        mech = {(False, False): "unweighted", (True, False): "weighted",
+                (False, True): "censor_uw", (True, True): "censor_w"}[(weighted, c is not None)]
+        eps = None if c is None else local_epsilon(c, nb)
+        asked = params.pop("mechanism", None)
+        if asked is not None and asked != mech:
+            if not (asked == "weighted_e" and mech == "weighted"):
+                raise InvalidParameterError(
+                    f"mechanism = {asked!r} contradicts the model, which is {mech!r} (censoring "
+                    f"bound {c!r}, {'weighted' if weighted else 'unit'} weights).",
+                    column="mechanism")
+            mech = asked
+        asked_eps = params.pop("epsilon", None)
+        if asked_eps is not None:
+            if eps is not None and not math.isclose(asked_eps, eps):
+                raise InvalidParameterError(
+                    f"epsilon = {asked_eps!r} contradicts the model's censoring bound c = {c!r}, "
+                    f"which gives epsilon = {eps!r} under {nb} neighbours.", column="epsilon")
+            eps = asked_eps
+        name = info.name
+        values = _observed_values(model, name)
+        column = column or name
+        if data is None:
+            data = pd.DataFrame({column: values})
+        obj = cls(factory, mechanism=mech, epsilon=eps, neighbours=nb, **params)
+        mech, eps, nb = obj._settings()
+        obj._check_model(model, data, mech)
+        L = record_loglik(model, idata, max_draws=obj.max_loglik_draws, random_seed=0)
+        delta = lipschitz_bound(L, w, c)
+        n_cens = int(np.sum(_record_bounds(L) * w > c)) if c is not None else 0
+        obj._data = data
+        obj._n = int(len(values))
+        obj._seeded = False
+        obj.model_ = model
+        obj.idata_ = idata
+        obj.column_ = column
+        obj.unweighted_diagnostics_ = None
+        obj.diagnostics_ = PseudoPosteriorDiagnostics(
+            mech, w, delta, local_epsilon(delta, nb), int(np.sum(w == 0)), n_cens, idata)
+        obj.guarantee_ = obj.guarantee()
+        obj.ledger_ = Ledger(nb)
+        return obj
+
+    # ------------------------------------------------------------------------- save/load
+
+    def _json_params(self) -> dict[str, Any]:
+        params = self.get_params()
+        params["factory"] = factory_path(self.factory)
+        params["calibration"] = None if self.calibration is None else "calibration.nc"
+        params["weights"] = None if self.weights is None else "pseudo_posterior.nc"
+        try:
+            params["factory_kwargs"] = json_ready(self.factory_kwargs, "factory_kwargs")
+        except InvalidParameterError:
+            params["factory_kwargs"] = None
+        return {k: json_ready(v, k) for k, v in params.items()}
+
+    def _write(self, directory: Path) -> None:
+        """Write the files the class documents (netCDF and JSON)."""
+        write_pseudo_posterior(self, directory)
+
+    @classmethod
+    def _read(cls, directory: Path, meta: dict[str, Any], *,
+              factory: Callable[..., pm.Model] | None = None,
+              factory_kwargs: dict[str, Any] | None = None,
+              **kwargs: Any) -> PseudoPosteriorSynthesizer:
+        """Rebuild the synthesizer; ``factory`` and ``factory_kwargs`` replace the saved ones."""
+        return read_pseudo_posterior(cls, directory, meta, factory=factory,
+                                     factory_kwargs=factory_kwargs)
+
+
+def _observed_values(model: pm.Model, name: str) -> np.ndarray:
+    """Return the observed records of the model's weighted variable."""
+    value = model.rvs_to_values[model[name]]
+    if hasattr(value, "get_value"):
+        return np.asarray(value.get_value())
+    if hasattr(value, "data"):
+        return np.asarray(value.data)
+    return np.asarray(value.eval())
 
 
 def fit_mechanisms(
@@ -837,131 +1035,3 @@ def _name(data, default: str) -> str:
         return str(data.columns[0])
     return default
 
-
-# ----------------------------------------------------------------------------- perturbed histogram
-
-
-class PerturbedHistogramSynthesizer:
-    """The perturbed histogram for a bounded continuous variable: epsilon-DP, non-Bayesian.
-
-    After Dwork et al. (2006) and Wasserman & Zhou (2010).
-
-    Bin counts on ``bins`` equal-width bins over the public ``bounds`` get exact two-sided
-    geometric noise (the integer analogue of Laplace noise, sampled without floating point) of
-    rate ``epsilon / sensitivity``, sensitivity 2 under change-one and 1 under add/remove
-    neighbours. Synthetic values are bins drawn with probability proportional to the noisy
-    counts clipped at 0, then uniform within the bin (post-processing, no further cost).
-
-    Under change-one neighbours n is public: the synthetic datasets have n records and
-    ``bins=None`` uses Wasserman & Zhou's rate ``n^(1/3)``. Under add/remove n is private: the
-    default output size is the noisy total (post-processing) and ``bins`` must be a number.
-
-    Parameters
-    ----------
-    epsilon : float
-    bins : int or None, default 20
-    bounds : (float, float), default (0, 1)
-        Public bounds of the variable.
-    neighbours : {"change_one", "add_remove"}, default "change_one"
-    random_seed : int, optional
-        ``None`` (default) draws the noise from fresh OS entropy; a fixed seed warns.
-
-    Attributes
-    ----------
-    noisy_counts_ : numpy.ndarray of int64
-        The released noisy histogram (may hold negative counts).
-    edges_ : numpy.ndarray
-    ledger_ : Ledger
-    """
-
-    def __init__(self, epsilon: float, *, bins: int | None = 20,
-                 bounds: tuple[float, float] = (0.0, 1.0), neighbours: str = "change_one",
-                 random_seed: int | None = None):
-        self.epsilon = epsilon
-        self.bins = bins
-        self.bounds = bounds
-        self.neighbours = neighbours
-        self.random_seed = random_seed
-
-    def fit(self, data) -> PerturbedHistogramSynthesizer:
-        """Release the noisy histogram of ``data`` (a one-column DataFrame or an array).
-
-        Parameters
-        ----------
-        data : DataFrame or array
-
-        Returns
-        -------
-        PerturbedHistogramSynthesizer
-        """
-        eps = check_epsilon(self.epsilon)
-        nb = check_neighbours(self.neighbours)
-        x = np.asarray(data, dtype=float).ravel() if not isinstance(data, pd.DataFrame) else \
-            data.iloc[:, 0].to_numpy(float)
-        name = str(data.columns[0]) if isinstance(data, pd.DataFrame) else "x"
-        lo, hi = self.bounds
-        if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
-            raise InvalidParameterError(f"bounds must be finite with lower < upper; got "
-                                        f"{self.bounds!r}.", column="bounds")
-        if np.any(~np.isfinite(x)) or np.any((x < lo) | (x > hi)):
-            raise InvalidParameterError(f"Values of '{name}' must lie within the public bounds "
-                                        f"{self.bounds}; widen the bounds (from public "
-                                        "knowledge, not the data).", column=name)
-        if self.bins is None:
-            if nb == "add_remove":
-                raise PrivacyGuaranteeError(
-                    "bins=None sets the number of bins from n, which is private under "
-                    "add/remove neighbours: give bins (a public number).", column="bins")
-            k = max(2, int(round(len(x) ** (1 / 3))))
-        else:
-            if int(self.bins) != self.bins or self.bins < 1:
-                raise InvalidParameterError(f"bins must be a positive integer; got "
-                                            f"{self.bins!r}.", column="bins")
-            k = int(self.bins)
-        rng, seeded = release_rng(self.random_seed, "PerturbedHistogramSynthesizer")
-        edges = np.linspace(lo, hi, k + 1)
-        counts, _ = np.histogram(x, bins=edges)
-        sens = histogram_sensitivity(nb)
-        self.noisy_counts_ = _add_noise(counts, _rate(eps, nb, sens), rng)
-        self.edges_ = edges
-        self._name = name
-        self._n_public = len(x) if nb == "change_one" else None
-        self.ledger_ = Ledger(nb)
-        self.ledger_.record(f"noisy histogram of '{name}' ({k} bins)",
-                            "geometric (exact discrete Laplace)", eps, sensitivity=float(sens),
-                            why="public bounds and bins; one record is in one bin",
-                            seeded=seeded)
-        return self
-
-    def sample(self, m: int = 1, n_rows: int | None = None,
-               random_seed: int | None = None) -> list[pd.DataFrame]:
-        """``m`` synthetic datasets drawn from the noisy histogram (post-processing).
-
-        Parameters
-        ----------
-        m : int, default 1
-        n_rows : int, optional
-            Default: n under change-one neighbours, the noisy total under add/remove.
-        random_seed : int, optional
-
-        Returns
-        -------
-        list of pandas.DataFrame
-        """
-        if not hasattr(self, "noisy_counts_"):
-            raise NotFittedError("Call fit(data) before sample().")
-        rng = np.random.default_rng(random_seed)
-        if n_rows is None:
-            n = (self._n_public if self._n_public is not None
-                 else max(0, int(self.noisy_counts_.sum())))
-        else:
-            n = int(n_rows)
-        pos = np.maximum(self.noisy_counts_, 0).astype(float)
-        total = pos.sum()
-        p = pos / total if total > 0 else np.full(len(pos), 1 / len(pos))
-        out = []
-        for _ in range(int(m)):
-            b = rng.choice(len(p), size=n, p=p)
-            x = self.edges_[b] + rng.random(n) * (self.edges_[b + 1] - self.edges_[b])
-            out.append(pd.DataFrame({self._name: x}))
-        return out
