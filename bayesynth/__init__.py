@@ -3,6 +3,9 @@
 Data flow: DataFrame + :class:`Schema` -> model factory (:mod:`bayesynth.models`) ->
 :func:`sample` with the custom steps of :mod:`bayesynth.samplers` -> posterior ->
 synthesizer (:mod:`bayesynth.synthesis`) -> synthetic DataFrames -> :mod:`bayesynth.evaluation`.
+The data types every stage shares sit beside them: :class:`Schema` and :class:`Rule`
+(:mod:`bayesynth.schema`, :mod:`bayesynth.rules`) and the sparse contingency tables of
+:mod:`bayesynth.tables`.
 """
 
 import os as _os
@@ -34,6 +37,7 @@ def _configure_pytensor_blas() -> None:
 _configure_pytensor_blas()
 
 from bayesynth import errors  # noqa: E402  (after the BLAS set-up)
+from bayesynth.rules import Rule  # noqa: E402
 from bayesynth.schema import ColumnSchema, Schema, infer_schema, validate_data  # noqa: E402
 
 try:
@@ -49,6 +53,7 @@ from bayesynth import (  # noqa: E402
     privacy,
     samplers,
     synthesis,
+    tables,
 )
 from bayesynth.samplers import sample, steps  # noqa: E402
 from bayesynth.synthesis import (  # noqa: E402
@@ -63,6 +68,7 @@ __all__ = [
     "ColumnSchema",
     "infer_schema",
     "validate_data",
+    "Rule",
     "sample",
     "steps",
     "CopulaSynthesizer",
@@ -74,6 +80,7 @@ __all__ = [
     "synthesis",
     "evaluation",
     "datasets",
+    "tables",
     "experiments",
     "errors",
 ]

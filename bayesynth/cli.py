@@ -218,9 +218,9 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _cmd_saturate(args: argparse.Namespace) -> int:
-    from bayesynth.evaluation import tune_saturated
-    from bayesynth.models import expected_tau, microdata_to_table, table_to_microdata
+    from bayesynth.evaluation import expected_tau, tune_saturated
     from bayesynth.synthesis import synthesize_table
+    from bayesynth.tables import microdata_to_table, table_to_microdata
 
     if args.m < 1:
         raise BayesynthError(f"--m must be at least 1; got {args.m}.")

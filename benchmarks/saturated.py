@@ -31,8 +31,8 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 from bayesynth.datasets import simulate_school_census  # noqa: E402
-from bayesynth.models import SparseTable, microdata_to_table  # noqa: E402
 from bayesynth.synthesis import synthesize_table  # noqa: E402
+from bayesynth.tables import SparseTable, microdata_to_table  # noqa: E402
 
 SETTINGS = [("poisson", 0.0), ("nbi", 0.1), ("nbi", 10.0), ("pig", 0.1), ("pig", 10.0),
             ("dpo", 4.0)]

@@ -1,4 +1,4 @@
-"""Shared fixtures: fixed seeds and small tables of every column type."""
+"""Shared fixtures: fixed seeds, small tables of every column type, sparse count tables."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 import bayesynth as bs
+from bayesynth.tables import SparseTable, StructuralZeros
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -58,6 +59,39 @@ def mixed_missing_df() -> pd.DataFrame:
 @pytest.fixture
 def child_small() -> pd.DataFrame:
     return bs.datasets.simulate_child_health(n=250, random_seed=3)
+
+
+# ------------------------------------------------------------ sparse contingency tables
+
+#: Synthesis distributions and their dispersion (precision theta for ``dpo``) the saturated count
+#: tests run through.
+COUNT_SETTINGS = [("poisson", 0.0), ("nbi", 1.0), ("pig", 1.0), ("dpo", 3.0)]
+
+
+def random_table(shape, share_nonzero, seed, structural=None) -> SparseTable:
+    """Counts from a geometric(0.35) on a random share of cells (many ones and twos)."""
+    rng = np.random.default_rng(seed)
+    dense = np.where(rng.random(shape) < share_nonzero, rng.geometric(0.35, size=shape), 0)
+    names = [f"v{j}" for j in range(len(shape))]
+    levels = {n: [f"{n}_{i}" for i in range(s)] for n, s in zip(names, shape)}
+    table = SparseTable.from_dense(dense, names, levels, structural)
+    if structural is not None:  # empty the structural cells
+        keep = ~structural.mask_codes(names, table.codes())
+        table = SparseTable(names, levels, table.index[keep], table.counts[keep], structural)
+    return table
+
+
+@pytest.fixture(scope="module")
+def medium_table() -> SparseTable:
+    """A 40 x 30 x 25 table, a quarter of its cells non-zero, no structural zeros."""
+    return random_table((40, 30, 25), 0.25, seed=1)
+
+
+@pytest.fixture(scope="module")
+def small_table() -> SparseTable:
+    """A 4 x 5 x 3 table, half its cells non-zero, with 6 structural zeros."""
+    structural = StructuralZeros([{"v0": np.array([0]), "v1": np.array([1, 2])}])
+    return random_table((4, 5, 3), 0.5, seed=2, structural=structural)
 
 
 @pytest.fixture(autouse=True)

@@ -52,8 +52,8 @@ def simulate_school_census(n_records: int = 8_190_870, *, n_areas: int = 326,
     pandas.DataFrame
         One row per non-zero cell: categorical columns ``local_authority``, ``age``, ``sex``,
         ``ethnicity``, ``language`` (all levels kept as categories, so empty cells are known)
-        and ``count``. Pass it to
-        :func:`bayesynth.models.saturated_counts.microdata_to_table` with ``count="count"``.
+        and ``count``. Pass it to :func:`bayesynth.tables.microdata_to_table` with
+        ``count="count"``.
     """
     if n_areas < 1 or n_records < 1:
         raise SchemaError("n_records and n_areas must be positive.")

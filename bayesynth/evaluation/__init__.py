@@ -4,6 +4,13 @@ Plots (:mod:`bayesynth.evaluation.plots`) draw computed results; :func:`report` 
 page and a JSON file of every number.
 """
 
+from bayesynth.evaluation.calibration import (
+    SBCProblem,
+    SBCResult,
+    copula_sbc_problem,
+    simulation_based_calibration,
+)
+from bayesynth.evaluation.combining import combine_marginal_estimates
 from bayesynth.evaluation.counts import (
     SaturatedTuning,
     loglinear_utility,
@@ -43,6 +50,7 @@ from bayesynth.evaluation.risk import (
     singling_out_risk,
     synthetic_kind,
 )
+from bayesynth.evaluation.tau_risk import expected_tau, expected_within
 from bayesynth.evaluation.utility import (
     PropensityResult,
     crosstab_comparison,
@@ -96,4 +104,11 @@ __all__ = [
     "paired_counts",
     "tune_saturated",
     "SaturatedTuning",
+    "simulation_based_calibration",
+    "SBCResult",
+    "SBCProblem",
+    "copula_sbc_problem",
+    "expected_tau",
+    "expected_within",
+    "combine_marginal_estimates",
 ]

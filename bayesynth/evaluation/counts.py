@@ -1,9 +1,10 @@
 """Risk and utility of synthetic contingency tables (saturated count synthesis).
 
 Empirical tau metrics and within-p% shares compare an original and a synthetic
-:class:`~bayesynth.models.saturated_counts.SparseTable` cell by cell without materialising the
-table; :func:`loglinear_utility` compares an all-two-way-interaction Poisson log-linear model fitted
-to both (Jackson et al., section 4.4).
+:class:`~bayesynth.tables.SparseTable` cell by cell without materialising the table;
+:func:`loglinear_utility` compares an all-two-way-interaction Poisson log-linear model fitted to
+both (Jackson et al., section 4.4). Their expected values before synthesis are in
+:mod:`bayesynth.evaluation.tau_risk`.
 """
 
 from __future__ import annotations
@@ -17,12 +18,8 @@ from scipy import stats
 
 from bayesynth.errors import SchemaError
 from bayesynth.evaluation.regression import combine_estimates, interval_overlap
-from bayesynth.models.saturated_counts import (
-    SparseTable,
-    expected_tau,
-    expected_within,
-    unique_sorted,
-)
+from bayesynth.evaluation.tau_risk import expected_tau, expected_within
+from bayesynth.tables import SparseTable, unique_sorted
 
 __all__ = [
     "tau_metrics",

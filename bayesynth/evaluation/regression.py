@@ -1,4 +1,7 @@
-"""Specific utility: regression inference on real and synthetic data, and combining rules.
+"""Specific utility: regression inference on real and synthetic data.
+
+The combining rules for m synthetic datasets (:func:`combine_estimates`) are in
+:mod:`bayesynth.evaluation.combining`; they are re-exported here, where they used to live.
 
 References
 ----------
@@ -9,22 +12,18 @@ evaluating the utility of data altered to protect confidentiality. *The American
 60(3), 224-232 (interval overlap).
 Carvalho, C. M., Polson, N. G. and Scott, J. G. (2010). The horseshoe estimator for sparse signals.
 *Biometrika*, 97(2), 465-480.
-Reiter, J. P. (2003). Inference for partially synthetic, public use microdata sets. *Survey
-Methodology*, 29(2), 181-188; and Raghunathan, Reiter and Rubin (2003), *JOS* 19(1), 1-16, for
-the fully synthetic rules.
-Raab, G. M., Nowok, B. and Dibben, C. (2016). Practical data synthesis for large samples.
-*Journal of Privacy and Confidentiality*, 7(3), 67-97.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 from scipy import stats
+
+from bayesynth.evaluation.combining import CombinedEstimate, combine_estimates
 
 __all__ = [
     "interval_overlap",
@@ -32,6 +31,7 @@ __all__ = [
     "fit_regression",
     "RegressionComparison",
     "regression_inference",
+    # re-exported from bayesynth.evaluation.combining
     "CombinedEstimate",
     "combine_estimates",
 ]
@@ -291,82 +291,3 @@ def regression_inference(
         per_coefficient=pd.concat(rows, ignore_index=True),
         summary=pd.DataFrame(summary).set_index("dataset"),
     )
-
-
-# --------------------------------------------------------------------------- combining rules
-
-
-class CombinedEstimate(NamedTuple):
-    """A point estimate combined over m synthetic datasets, with its variance and interval."""
-
-    estimate: float
-    variance: float
-    se: float
-    df: float
-    lower: float
-    upper: float
-    rule: str
-
-
-def combine_estimates(
-    estimates: Sequence[float],
-    variances: Sequence[float],
-    *,
-    rule: str = "raab2016",
-    n: int | None = None,
-    n_syn: int | None = None,
-    level: float = 0.95,
-) -> CombinedEstimate:
-    r"""Combine one estimand's estimates q_l and variance estimates v_l from m synthetic datasets.
-
-    With :math:`\bar q = m^{-1}\sum q_l`, :math:`b = (m-1)^{-1}\sum (q_l - \bar q)^2` and
-    :math:`\bar v = m^{-1}\sum v_l`:
-
-    ``rule="reiter2003"`` (fully synthetic data, Raghunathan, Reiter & Rubin 2003; Reiter 2002,
-    2003): :math:`T_f = (1 + 1/m)\,b - \bar v`, t reference distribution with
-    :math:`\nu = (m-1)\,(1 - \bar v / ((1 + 1/m) b))^2` degrees of freedom. Needs m >= 2. When
-    :math:`T_f \le 0` the conservative :math:`T^* = (n_{syn}/n)\,\bar v` is used instead (Reiter
-    2002), with a normal reference.
-
-    ``rule="raab2016"`` (Raab, Nowok & Dibben 2016, synthesis from the posterior predictive,
-    any m >= 1): :math:`T_s = \bar v\,(1/m + n_{syn}/n)`, normal reference; with m = 1 and
-    :math:`n_{syn} = n` this is :math:`2 v`.
-
-    Parameters
-    ----------
-    estimates, variances : sequence of float
-        q_l and v_l (the squared standard errors computed as if each synthetic dataset were real).
-    rule : {"raab2016", "reiter2003"}, default "raab2016"
-        The combining rule, as above.
-    n, n_syn : int, optional
-        Rows of the real and of each synthetic dataset (default equal).
-    level : float, default 0.95
-
-    Returns
-    -------
-    CombinedEstimate
-    """
-    q = np.asarray(estimates, float)
-    v = np.asarray(variances, float)
-    m = len(q)
-    if m == 0 or len(v) != m:
-        raise ValueError("estimates and variances must be non-empty and of equal length.")
-    ratio = 1.0 if n is None or n_syn is None else n_syn / n
-    qbar, vbar = float(q.mean()), float(v.mean())
-    if rule == "raab2016":
-        T, df = vbar * (1.0 / m + ratio), np.inf
-    elif rule == "reiter2003":
-        if m < 2:
-            raise ValueError("rule='reiter2003' needs at least two synthetic datasets.")
-        b = float(q.var(ddof=1))
-        T = (1 + 1 / m) * b - vbar
-        if T > 0:
-            df = (m - 1) * (1 - vbar / ((1 + 1 / m) * b)) ** 2
-        else:
-            T, df = ratio * vbar, np.inf
-    else:
-        raise ValueError(f"rule must be 'raab2016' or 'reiter2003'; got {rule!r}.")
-    crit = stats.norm.ppf(0.5 + level / 2) if np.isinf(df) else stats.t.ppf(0.5 + level / 2, df)
-    se = float(np.sqrt(T))
-    return CombinedEstimate(qbar, float(T), se, float(df), qbar - crit * se, qbar + crit * se,
-                            rule)

@@ -1,22 +1,25 @@
-"""Model factories: each returns a :class:`pymc.Model` with named coords and dims."""
+"""Model factories: each returns a :class:`pymc.Model` with named coords and dims.
+
+The contingency-table types that :func:`saturated_count_model` takes are defined in
+:mod:`bayesynth.tables` and re-exported here; the analytic tau metrics of a saturated count
+synthesis (``expected_tau``, ``expected_within``) are risk measures, in
+:mod:`bayesynth.evaluation`.
+"""
 
 from bayesynth.models import pseudo_posterior
-from bayesynth.models.bart_rank import BartDesign, bart_rank_regression
+from bayesynth.models.bart_rank import bart_rank_regression
 from bayesynth.models.latent_class_dp import latent_class_dp_model
 from bayesynth.models.layout import LatentLayout
 from bayesynth.models.rank_probit_copula import (
-    RankProbitConstraint,
     choose_n_factors,
     get_layout,
     rank_probit_copula,
 )
-from bayesynth.models.saturated_counts import (
+from bayesynth.models.saturated_counts import saturated_count_model
+from bayesynth.tables import (
     SparseTable,
     StructuralZeros,
-    expected_tau,
-    expected_within,
     microdata_to_table,
-    saturated_count_model,
     table_to_microdata,
 )
 
@@ -25,8 +28,6 @@ __all__ = [
     "pseudo_posterior",
     "rank_probit_copula",
     "bart_rank_regression",
-    "BartDesign",
-    "RankProbitConstraint",
     "LatentLayout",
     "get_layout",
     "choose_n_factors",
@@ -35,6 +36,4 @@ __all__ = [
     "StructuralZeros",
     "microdata_to_table",
     "table_to_microdata",
-    "expected_tau",
-    "expected_within",
 ]

@@ -5,21 +5,22 @@ Every method is a :class:`Synthesizer` (``fit``, ``from_posterior``, ``sample``,
 :class:`SaturatedCountSynthesizer`, :class:`LatentClassSynthesizer`, and the baselines
 :class:`RankLikelihoodSynthesizer`, :class:`CartSynthesizer` and
 :class:`PerturbedHistogramSynthesizer`. ``Synthesizer.load(path)`` reads any of them back.
+
+Internals (the protocol's argument checks, the copula's latent draws, the BART forest, the
+marginal distributions) stay importable from their modules. Combining estimates over the
+synthetic datasets is evaluation (:func:`bayesynth.evaluation.combine_marginal_estimates`).
 """
 
-from bayesynth.synthesis.bart_forest import BartForest
-from bayesynth.synthesis.base import Synthesizer, check_sample_args, draw_positions, select_draws
+from bayesynth.synthesis.base import Synthesizer, select_draws
 from bayesynth.synthesis.baselines import CartSynthesizer, RankLikelihoodSynthesizer
-from bayesynth.synthesis.copula import CATEGORICAL_MODES, CopulaSynthesizer, draw_latent
+from bayesynth.synthesis.copula import CATEGORICAL_MODES, CopulaSynthesizer
 from bayesynth.synthesis.latent_class import (
     LatentClassSynthesizer,
-    combine_marginal_estimates,
     full_table_probabilities,
     marginal_probabilities,
     probability_summary,
     synthesize_latent_class,
 )
-from bayesynth.synthesis.marginals import DiscreteMarginal, SmoothMarginal
 from bayesynth.synthesis.pseudo_posterior import (
     MECHANISMS,
     PerturbedHistogramSynthesizer,
@@ -40,10 +41,7 @@ from bayesynth.synthesis.saturated import (
 
 __all__ = [
     "Synthesizer",
-    "check_sample_args",
     "select_draws",
-    "draw_positions",
-    "combine_marginal_estimates",
     "full_table_probabilities",
     "marginal_probabilities",
     "probability_summary",
@@ -63,11 +61,7 @@ __all__ = [
     "lipschitz_bound",
     "privacy_weights",
     "MECHANISMS",
-    "BartForest",
-    "draw_latent",
     "CATEGORICAL_MODES",
-    "DiscreteMarginal",
-    "SmoothMarginal",
     "synthesize_table",
     "synthesize_dense",
 ]

@@ -4,7 +4,8 @@ Every quantity here is a function of ``pi`` and ``psi`` computed draw by draw, s
 invariant to label switching: marginal and full-table cell probabilities, their credible
 intervals, and synthetic datasets (each from its own posterior draw).
 :class:`LatentClassSynthesizer` puts the model and its synthesis behind the protocol every
-synthesizer shares.
+synthesizer shares. Inference from the synthetic datasets (Reiter's combining rules) is
+evaluation: :func:`bayesynth.evaluation.combine_marginal_estimates`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import pymc as pm
 import xarray as xr
 
 from bayesynth.errors import IncompatibleModelError, InputTypeError, SchemaError
-from bayesynth.evaluation.regression import combine_estimates
 from bayesynth.synthesis.base import (
     Synthesizer,
     read_idata,
@@ -34,7 +34,6 @@ __all__ = [
     "full_table_probabilities",
     "probability_summary",
     "synthesize_latent_class",
-    "combine_marginal_estimates",
     "LatentClassSynthesizer",
 ]
 
@@ -208,46 +207,6 @@ def synthesize_latent_class(idata: az.InferenceData, m: int = 20, *, n: int | No
                       "marginals (latent class posterior)", 0.0, guarantee="strict",
                       why="a function of the differentially private release only")
     return out
-
-
-def combine_marginal_estimates(synthetic: Sequence[pd.DataFrame], variables: Sequence[str],
-                               *, level: float = 0.95, n: int | None = None) -> pd.DataFrame:
-    """Combine estimates of a marginal's cell proportions from m fully synthetic datasets.
-
-    Reiter's (2003) rules, with per dataset q = the cell's proportion and v = q (1 - q) / n_syn
-    (see :func:`bayesynth.evaluation.combine_estimates`, ``rule="reiter2003"``).
-
-    Parameters
-    ----------
-    synthetic : sequence of pandas.DataFrame
-        At least two synthetic datasets of equal size.
-    variables : sequence of str
-        The marginal's variables.
-    level : float, default 0.95
-        Confidence level of the intervals.
-    n : int, optional
-        Records of the real data (default: the size of a synthetic dataset).
-
-    Returns
-    -------
-    pandas.DataFrame
-        One row per cell (MultiIndex of levels): ``estimate``, ``se``, ``lower``, ``upper``.
-    """
-    if len(synthetic) < 2:
-        raise SchemaError("Reiter's rules need at least two synthetic datasets.")
-    tabs = []
-    for df in synthetic:
-        t = df.groupby(list(variables), observed=False).size()
-        tabs.append(t / t.sum())
-    n_syn = len(synthetic[0])
-    rows = []
-    for cell in tabs[0].index:
-        q = [float(t.loc[cell]) for t in tabs]
-        comb = combine_estimates(q, [x * (1 - x) / n_syn for x in q], rule="reiter2003",
-                                 n=n or n_syn, n_syn=n_syn, level=level)
-        rows.append({"estimate": comb.estimate, "se": comb.se, "lower": comb.lower,
-                     "upper": comb.upper})
-    return pd.DataFrame(rows, index=tabs[0].index)
 
 
 class LatentClassSynthesizer(Synthesizer):

@@ -18,18 +18,20 @@ import pandas as pd
 import xarray as xr
 
 from bayesynth.errors import InputTypeError, InvalidParameterError
-from bayesynth.models.saturated_counts import (
-    SparseTable,
-    StructuralZeros,
+from bayesynth.models.count_families import (
     cell_means,
     count_pmf,
     draw_counts,
-    microdata_to_table,
-    table_to_microdata,
-    unique_sorted,
     validate_parameters,
 )
 from bayesynth.synthesis.base import Synthesizer, json_ready, read_json, read_netcdf, write_json
+from bayesynth.tables import (
+    SparseTable,
+    StructuralZeros,
+    microdata_to_table,
+    table_to_microdata,
+    unique_sorted,
+)
 
 __all__ = ["synthesize_table", "synthesize_dense", "SaturatedCountSynthesizer"]
 
@@ -166,7 +168,7 @@ class SaturatedCountSynthesizer(Synthesizer):
         A column of counts, when :meth:`fit` is given one row per cell.
     structural : StructuralZeros or list of mappings, optional
         Structural zeros for records given to :meth:`fit`, as rules by level label (see
-        :func:`bayesynth.models.microdata_to_table`).
+        :func:`bayesynth.tables.microdata_to_table`).
     family : {"poisson", "nbi", "pig", "dpo"}, default "poisson"
     sigma : float, default 0
         Dispersion (nbi, pig: variance f + sigma f^2) or the double Poisson's precision theta.
@@ -174,7 +176,7 @@ class SaturatedCountSynthesizer(Synthesizer):
         Pseudocount: the mean synthetic count of each random zero.
     output : {"microdata", "table"}, default "microdata"
         What :meth:`sample` returns: records (one row per unit of count, categorical columns,
-        :func:`~bayesynth.models.table_to_microdata`) or the table (one row per non-zero cell
+        :func:`~bayesynth.tables.table_to_microdata`) or the table (one row per non-zero cell
         with its ``count``, :meth:`SparseTable.to_frame`).
     shuffle : bool, default True
         Shuffle the records of ``"microdata"`` output (otherwise in cell order).

@@ -1,4 +1,4 @@
-"""Regression inference, interval overlap and combining rules."""
+"""Regression inference and interval overlap."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import pandas as pd
 import pytest
 
 from bayesynth.evaluation import (
-    combine_estimates,
     fit_regression,
     interval_overlap,
     regression_inference,
@@ -22,27 +21,6 @@ def test_cio_hand_computed():
     assert interval_overlap(0, 2, 1, 3) == 0.5
     assert interval_overlap(0, 4, 1, 2) == pytest.approx(0.5 * (1 / 4 + 1))
     assert standardized_squared_error(1.0, 0.5, 2.0) == 4.0
-
-
-def test_combining_rules_worked_example():
-    q, v = [1.0, 1.2, 0.8], [0.04, 0.05, 0.03]
-    # qbar = 1, b = 0.04, vbar = 0.04
-    r = combine_estimates(q, v, rule="reiter2003")
-    assert r.estimate == pytest.approx(1.0)
-    assert r.variance == pytest.approx((1 + 1 / 3) * 0.04 - 0.04)
-    assert r.df == pytest.approx(2 * (1 - 0.04 / ((1 + 1 / 3) * 0.04)) ** 2)
-    s = combine_estimates(q, v, rule="raab2016")
-    assert s.variance == pytest.approx(0.04 * (1 / 3 + 1))
-    one = combine_estimates([2.0], [0.09], rule="raab2016")
-    assert one.variance == pytest.approx(2 * 0.09)
-    assert one.upper - one.estimate == pytest.approx(1.959964 * np.sqrt(0.18), rel=1e-5)
-    half = combine_estimates([2.0], [0.09], rule="raab2016", n=1000, n_syn=500)
-    assert half.variance == pytest.approx(0.09 * 1.5)
-    # Reiter's T_f <= 0 falls back to (n_syn/n) vbar
-    neg = combine_estimates([1.0, 1.01], [0.04, 0.04], rule="reiter2003")
-    assert neg.variance == pytest.approx(0.04) and np.isinf(neg.df)
-    with pytest.raises(ValueError, match="two"):
-        combine_estimates([1.0], [0.1], rule="reiter2003")
 
 
 def _data(rng, n, b2=0.5):

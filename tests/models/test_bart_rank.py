@@ -10,7 +10,7 @@ import bayesynth as bs
 from bayesynth.errors import SchemaError
 from bayesynth.models import bart_rank_regression
 from bayesynth.models.bart_rank import training_matrix
-from bayesynth.synthesis import BartForest
+from bayesynth.synthesis.bart_forest import BartForest
 
 
 def _data(seed, n=300):

@@ -13,7 +13,7 @@ from scipy.special import ndtr
 import bayesynth as bs
 from bayesynth.errors import NotFittedError, SchemaError
 from bayesynth.evaluation import ks_distance, tv_distance
-from bayesynth.synthesis import draw_latent
+from bayesynth.synthesis.copula import draw_latent
 
 
 @pytest.fixture(scope="module")

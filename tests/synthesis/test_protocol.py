@@ -38,10 +38,9 @@ from bayesynth.synthesis import (
     RankLikelihoodSynthesizer,
     SaturatedCountSynthesizer,
     Synthesizer,
-    check_sample_args,
-    draw_positions,
     select_draws,
 )
+from bayesynth.synthesis.base import check_sample_args, draw_positions
 from tests.conftest import make_mixed
 
 FIT_SEED = 11

@@ -17,6 +17,7 @@ from scipy import stats
 
 import bayesynth as bs
 from bayesynth.errors import DataValidationError, PrivacyWarning, SchemaError
+from bayesynth.evaluation import combine_marginal_estimates
 from bayesynth.models import latent_class_dp_model
 from bayesynth.privacy import (
     NoisyMarginal,
@@ -26,7 +27,6 @@ from bayesynth.privacy import (
 )
 from bayesynth.samplers.latent_class import TrueCountsMetropolis, count_moves
 from bayesynth.synthesis import (
-    combine_marginal_estimates,
     full_table_probabilities,
     marginal_probabilities,
     probability_summary,

@@ -1,0 +1,65 @@
+"""The saturated count model as a PyMC model: its predictive draws are synthetic tables.
+
+Statistical checks use fixed seeds; tolerances come from the Monte Carlo error of the quantity
+checked (binomial or replicate standard errors) or from a test's p-value (>= 1e-3).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from bayesynth.errors import SchemaError
+from bayesynth.models.count_families import count_pmf
+from bayesynth.models.saturated_counts import MAX_DENSE_CELLS, saturated_count_model
+from bayesynth.tables import SparseTable
+from tests.conftest import COUNT_SETTINGS
+
+
+@pytest.mark.parametrize("family,sigma", COUNT_SETTINGS)
+def test_pymc_model_predictive_draws_are_synthetic_tables(small_table, family, sigma):
+    import pymc as pm
+
+    alpha, R = 0.2, 600
+    model = saturated_count_model(small_table, family=family, sigma=sigma, alpha=alpha)
+    assert tuple(model.named_vars_to_dims["counts"]) == tuple(small_table.names)
+    assert model.coords["v1"] == tuple(small_table.levels["v1"])
+    draws = pm.draw(model["counts"], draws=R, random_seed=1)
+    assert draws.shape == (R, *small_table.shape)
+    mask = small_table.structural_mask()
+    assert not draws[:, mask].any()
+    f = np.where(small_table.to_dense() == 0, alpha, small_table.to_dense())[~mask]
+    # the double Poisson's mean is only about f for small f: compare with the pmf's moments
+    pmfs = [count_pmf(family, mu, sigma) for mu in f]
+    mean = np.array([(np.arange(len(p)) * p).sum() for p in pmfs])
+    var = np.array([((np.arange(len(p)) - m) ** 2 * p).sum() for p, m in zip(pmfs, mean)])
+    if family != "dpo":
+        np.testing.assert_allclose(mean, f, rtol=1e-6)
+        np.testing.assert_allclose(var, f + sigma * f**2, rtol=1e-4)
+    z = (draws[:, ~mask].mean(0) - mean) / np.sqrt(var / R)
+    assert stats.chi2.sf((z**2).sum(), z.size) > 1e-3
+    if family == "dpo":  # the logp is Efron's unnormalised density, finite at the draws
+        logp = model.compile_logp()({"counts": draws[0]})
+        assert np.isfinite(logp)
+
+
+def test_pymc_model_refuses_a_table_too_big_to_hold():
+    levels = {"a": list(range(5000)), "b": list(range(5000))}
+    big = SparseTable(["a", "b"], levels, np.array([0, 7]), np.array([1, 2]))
+    assert big.n_cells > MAX_DENSE_CELLS
+    with pytest.raises(SchemaError, match="synthesize_table"):
+        saturated_count_model(big)
+
+
+def test_old_names_stay_importable_from_saturated_counts():
+    """The table types and count distributions moved out; the old module re-exports them."""
+    import bayesynth.models.count_families as families
+    import bayesynth.models.saturated_counts as old
+    import bayesynth.tables as tables
+
+    for name in ("SparseTable", "StructuralZeros", "microdata_to_table", "table_to_microdata",
+                 "unique_sorted"):
+        assert getattr(old, name) is getattr(tables, name)
+    for name in ("FAMILIES", "count_pmf", "draw_counts", "validate_parameters", "cell_means"):
+        assert getattr(old, name) is getattr(families, name)
