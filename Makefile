@@ -22,7 +22,8 @@ demo: $(STAMP)
 	$(BIN)/bayesynth demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadfile -q --nbmake tests notebooks
+	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 \
+		$(BIN)/python -m pytest -n 2 --dist loadfile -q --nbmake tests notebooks
 
 benchmark: $(STAMP)
 	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python benchmarks/copula_gibbs.py

@@ -67,7 +67,25 @@ def main(argv=None) -> None:
     ap.add_argument("--cores", type=int, default=None)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--worst", type=int, default=5, help="worst quantities to list")
+    ap.add_argument("--drop", default="",
+                    help="comma-separated copula steps to leave out (ablation), e.g. "
+                         "RotationMove,MarginalLoadingsHMC")
+    ap.add_argument("--eta-in-rows", choices=("on", "off"), default="on",
+                    help="integrate the factor scores out of the rare levels' row move")
+    ap.add_argument("--save", default=None, help="write the InferenceData to this path")
     args = ap.parse_args(argv)
+    if args.drop:
+        import bayesynth.samplers.sampling as sampling_mod
+
+        drop = {d.strip() for d in args.drop.split(",") if d.strip()}
+        known = {c.__name__ for c in sampling_mod.COPULA_STEPS}
+        if drop - known:
+            raise SystemExit(f"unknown steps {sorted(drop - known)}; known: {sorted(known)}")
+        sampling_mod.COPULA_STEPS = tuple(c for c in sampling_mod.COPULA_STEPS
+                                          if c.__name__ not in drop)
+    from bayesynth.samplers.steps import InterceptGibbs
+
+    InterceptGibbs.integrate_eta = args.eta_in_rows == "on"
     df = load(args.data, args.n)
     schema = bs.infer_schema(df)
     model = bs.models.rank_probit_copula(df, schema, n_factors=args.n_factors,
@@ -82,6 +100,8 @@ def main(argv=None) -> None:
         idata = bs.sample(model, draws=args.draws, tune=args.tune, chains=args.chains,
                           random_seed=args.seed, progressbar=False, cores=args.cores)
     wall = time.perf_counter() - t0
+    if args.save:
+        idata.to_netcdf(args.save)
     cores = args.cores or min(args.chains, os.cpu_count() or 1)
     per_core = args.chains * (args.draws + args.tune) / cores
     print(f"sampling: {wall:.1f} s wall on {cores} core(s) ({per_core / wall:.1f} iterations/s "

@@ -42,6 +42,9 @@ __all__ = [
     "draw_factor_scale",
     "draw_utility_scale",
     "factor_mean",
+    "marginal_loadings_logp",
+    "draw_loadings_hmc",
+    "draw_rotation",
 ]
 
 
@@ -971,6 +974,7 @@ def draw_categorical_rows(
     *,
     newton_steps: int = 30,
     columns: np.ndarray | None = None,
+    integrate_eta: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """Intercept and loadings of each categorical column with its latent values integrated out,
     then those values redrawn (an exact partially collapsed block, z updated in place).
@@ -1009,6 +1013,16 @@ def draw_categorical_rows(
     columns : numpy.ndarray of bool, optional
         Which categorical columns (in kernel order: multinomial-probit columns, then rpl level
         columns) to update; default all.
+    integrate_eta : bool, default False
+        Also integrate the factor scores out: given the other columns, eta_i ~ N(m_i, V), so
+        the column's latent values are N(alpha_j + lambda_j' m_i, sigma_j^2 + lambda_j' V
+        lambda_j) and the target is the probit likelihood with that (loading-dependent) scale.
+        The proposal is the normal approximation at the mode of the target with the scale held
+        at the current value's, so it depends on the current value and the reverse proposal
+        density enters the acceptance ratio. ``eta`` is then stale: redraw it from its full
+        conditional before anything conditions on it. This removes the feedback between a
+        rare level's loadings and the scores of its few records, which the block given eta
+        cannot break.
 
     Returns
     -------
@@ -1038,40 +1052,84 @@ def draw_categorical_rows(
     n_cols = len(layout.k_mnp_cols) + len(layout.k_lvl_cols)
     accepted = 0
     todo = [c for c in range(n_cols) if columns is None or columns[c]]
+    if integrate_eta:
+        prec = 1.0 / np.asarray(sd, dtype=float) ** 2
+        P = np.eye(k) + (Lambda.T * prec) @ Lambda  # precision of eta_i given every column
+        T = ((z - alpha_full) * prec) @ Lambda  # Lambda' D^-1 (z_i - alpha), (n, k)
     for c in todo:
         j = _column_bounds(zT, c, layout.k_mnp_cols, layout.k_mnp_off, layout.k_mnp_codes,
                            layout.k_lvl_cols, layout.k_lvl_sign, kind, bound)
-        inv = 1.0 / float(sd[j])
         mu0 = np.r_[alpha_mu[j], np.zeros(k)]
         P0 = np.r_[1.0 / alpha_sd[j] ** 2, lambda_prior_prec[j]].astype(np.float64)
         cur = np.r_[alpha_full[j], Lambda[j]].astype(np.float64)
-        lp_cur = _row_target(cur, X, kind, bound, inv, mu0, P0, grad, H, True)
-        mode, val = cur.copy(), lp_cur
-        for _ in range(newton_steps):
-            step = np.linalg.solve(-H, grad)
-            t = 1.0
-            while True:
-                trial = mode + t * step
-                v2 = _row_target(trial, X, kind, bound, inv, mu0, P0, grad, H, False)
-                if v2 >= val - 1e-12 or t < 1e-6:
-                    break
-                t *= 0.5
-            mode = trial
-            val = _row_target(mode, X, kind, bound, inv, mu0, P0, grad, H, True)
-            if float(np.max(np.abs(t * step))) < 1e-10:
-                break  # at the mode: the proposal no longer depends on the current value
-        L = np.linalg.cholesky(-H)  # proposal precision = L L'
-        prop = mode + solve_triangular(L.T, rng.standard_normal(d), lower=False)
-        u_cur = L.T @ (cur - mode)
-        u_prop = L.T @ (prop - mode)
-        lp_prop = _row_target(prop, X, kind, bound, inv, mu0, P0, grad, H, False)
-        log_ratio = lp_prop - lp_cur - 0.5 * float(u_cur @ u_cur) + 0.5 * float(u_prop @ u_prop)
+        if not integrate_eta:
+            inv = 1.0 / float(sd[j])
+            lp_cur = _row_target(cur, X, kind, bound, inv, mu0, P0, grad, H, False)
+            mode, L = _row_mode(cur, X, kind, bound, inv, mu0, P0, grad, H, newton_steps)
+            prop = mode + solve_triangular(L.T, rng.standard_normal(d), lower=False)
+            u_cur = L.T @ (cur - mode)
+            u_prop = L.T @ (prop - mode)
+            lp_prop = _row_target(prop, X, kind, bound, inv, mu0, P0, grad, H, False)
+            log_ratio = (lp_prop - lp_cur - 0.5 * float(u_cur @ u_cur)
+                         + 0.5 * float(u_prop @ u_prop))
+            if math.log(rng.random()) < log_ratio:
+                cur = prop
+                accepted += 1
+            alpha_full[j], Lambda[j] = cur[0], cur[1:]
+            _redraw_column(st, sp, zT[j], X @ cur, float(sd[j]), kind, bound)
+            continue
+        # eta integrated out: given the other columns, eta_i ~ N(m_i, V), so
+        # z_ij ~ N(alpha_j + lambda_j' m_i, sd_j^2 + lambda_j' V lambda_j).
+        lam_old, a_old = Lambda[j].copy(), alpha_full[j]
+        Pm = P - prec[j] * np.outer(lam_old, lam_old)
+        Tm = T - (prec[j] * (zT[j] - a_old))[:, None] * lam_old[None, :]
+        V = np.linalg.inv(Pm)
+        V = 0.5 * (V + V.T)
+        Xm = np.ascontiguousarray(np.column_stack([np.ones(n), Tm @ V]))
+        s_cur = math.sqrt(float(sd[j]) ** 2 + float(cur[1:] @ V @ cur[1:]))
+        mode_c, L_c = _row_mode(cur, Xm, kind, bound, 1.0 / s_cur, mu0, P0, grad, H,
+                                newton_steps)
+        prop = mode_c + solve_triangular(L_c.T, rng.standard_normal(d), lower=False)
+        s_prop = math.sqrt(float(sd[j]) ** 2 + float(prop[1:] @ V @ prop[1:]))
+        mode_p, L_p = _row_mode(prop, Xm, kind, bound, 1.0 / s_prop, mu0, P0, grad, H,
+                                newton_steps)
+        lp_cur = _row_target(cur, Xm, kind, bound, 1.0 / s_cur, mu0, P0, grad, H, False)
+        lp_prop = _row_target(prop, Xm, kind, bound, 1.0 / s_prop, mu0, P0, grad, H, False)
+        u_c = L_c.T @ (prop - mode_c)  # forward proposal density at prop
+        u_p = L_p.T @ (cur - mode_p)  # reverse proposal density at cur
+        log_q_fwd = -0.5 * float(u_c @ u_c) + float(np.sum(np.log(np.diag(L_c))))
+        log_q_rev = -0.5 * float(u_p @ u_p) + float(np.sum(np.log(np.diag(L_p))))
+        log_ratio = lp_prop - lp_cur + log_q_rev - log_q_fwd
+        s_new = s_cur
         if math.log(rng.random()) < log_ratio:
-            cur = prop
+            cur, s_new = prop, s_prop
             accepted += 1
         alpha_full[j], Lambda[j] = cur[0], cur[1:]
-        _redraw_column(st, sp, zT[j], X @ cur, float(sd[j]), kind, bound)
+        _redraw_column(st, sp, zT[j], Xm @ cur, s_new, kind, bound)
+        P = Pm + prec[j] * np.outer(cur[1:], cur[1:])
+        T = Tm + (prec[j] * (zT[j] - cur[0]))[:, None] * cur[1:][None, :]
     return alpha_full, Lambda, accepted / max(len(todo), 1)
+
+
+def _row_mode(start, X, kind, bound, inv, mu0, P0, grad, H, newton_steps):
+    """Mode of one column's (log-concave) row target by damped Newton steps, and the Cholesky
+    factor of the negative Hessian there (the precision of the normal proposal)."""
+    mode = start.copy()
+    val = _row_target(mode, X, kind, bound, inv, mu0, P0, grad, H, True)
+    for _ in range(newton_steps):
+        step = np.linalg.solve(-H, grad)
+        t = 1.0
+        while True:
+            trial = mode + t * step
+            v2 = _row_target(trial, X, kind, bound, inv, mu0, P0, grad, H, False)
+            if v2 >= val - 1e-12 or t < 1e-6:
+                break
+            t *= 0.5
+        mode = trial
+        val = _row_target(mode, X, kind, bound, inv, mu0, P0, grad, H, True)
+        if float(np.max(np.abs(t * step))) < 1e-10:
+            break  # at the mode: the proposal no longer depends on the starting value
+    return mode, np.linalg.cholesky(-H)
 
 
 @numba.njit(cache=True)
@@ -1336,3 +1394,246 @@ def draw_Lambda_marginal_phi(
                     np.ascontiguousarray(tau, dtype=np.float64), float(nu))
     return Lam
 
+
+
+def marginal_loadings_logp(
+    Lambda: np.ndarray,
+    theta: np.ndarray,
+    S: np.ndarray,
+    n: int,
+    d: np.ndarray,
+    free: np.ndarray,
+    prior_prec: np.ndarray,
+    a: float,
+    b: float,
+) -> tuple[float, np.ndarray, np.ndarray]:
+    """Log density of (Lambda, log prec) given the latent data, the factor scores integrated out.
+
+    Given the latent data, the intercepts and the shrinkage parameters, integrating
+    ``eta_i ~ N(0, I)`` out of ``z_i = alpha + Lambda eta_i + eps_i`` leaves
+    ``z_i ~ N(alpha, Sigma)``, ``Sigma = Lambda Lambda' + D``, so with
+    ``S = sum_i (z_i - alpha)(z_i - alpha)'``
+
+        log p = -n/2 log|Sigma| - tr(Sigma^-1 S)/2 - sum_jh prior_prec_jh lambda_jh^2 / 2
+                + sum_j (a theta_j - b exp(theta_j)),
+
+    with ``theta_j = log prec_j`` for the free-scale columns (``D_jj = exp(-theta_j)``; the
+    last sum is the Gamma(a, b) prior with the Jacobian of the log) and ``D_jj = d_j`` fixed
+    elsewhere. With ``G = (Sigma^-1 S Sigma^-1 - n Sigma^-1) / 2`` the gradients are
+    ``2 G Lambda - prior_prec * Lambda`` and ``-G_jj D_jj + a - b exp(theta_j)``.
+
+    Parameters
+    ----------
+    Lambda : numpy.ndarray, shape (p*, k)
+        Loadings.
+    theta : numpy.ndarray, shape (f,)
+        Log residual precisions of the free-scale columns ``free``.
+    S : numpy.ndarray, shape (p*, p*)
+        Scatter matrix of the latent data about the intercepts.
+    n : int
+        Number of records.
+    d : numpy.ndarray, shape (p*,)
+        Residual variances (those of the free-scale columns are replaced).
+    free : numpy.ndarray of int, shape (f,)
+        Free-scale columns.
+    prior_prec : numpy.ndarray, shape (p*, k)
+        Prior precisions of the loadings.
+    a, b : float
+        Shape and rate of the gamma prior on the residual precisions.
+
+    Returns
+    -------
+    logp : float
+        The log density up to a constant (``-inf`` where Sigma is not positive definite).
+    grad_Lambda : numpy.ndarray, shape (p*, k)
+    grad_theta : numpy.ndarray, shape (f,)
+    """
+    from scipy.linalg import LinAlgError, cho_solve
+
+    if not (np.all(np.isfinite(Lambda)) and np.all(np.abs(theta) < 700.0)):
+        return -np.inf, np.zeros_like(Lambda), np.zeros_like(theta)
+    D = np.array(d, dtype=float, copy=True)
+    D[free] = np.exp(-theta)
+    Sig = Lambda @ Lambda.T
+    Sig[np.diag_indices_from(Sig)] += D
+    try:
+        c = cholesky(Sig, lower=True)
+    except (LinAlgError, ValueError):  # not positive definite, or overflowed
+        return -np.inf, np.zeros_like(Lambda), np.zeros_like(theta)
+    Sinv = cho_solve((c, True), np.eye(len(D)))
+    SinvS = Sinv @ S
+    logp = (-n * float(np.sum(np.log(np.diag(c)))) - 0.5 * float(np.trace(SinvS))
+            - 0.5 * float(np.sum(prior_prec * Lambda**2))
+            + float(np.sum(a * theta - b * np.exp(theta))))
+    G = 0.5 * (SinvS @ Sinv - n * Sinv)
+    g_lam = 2.0 * (G @ Lambda) - prior_prec * Lambda
+    g_th = -np.diag(G)[free] * D[free] + a - b * np.exp(theta)
+    return logp, g_lam, g_th
+
+
+def draw_loadings_hmc(
+    rng: np.random.Generator,
+    S: np.ndarray,
+    n: int,
+    Lambda: np.ndarray,
+    theta: np.ndarray,
+    d: np.ndarray,
+    free: np.ndarray,
+    prior_prec: np.ndarray,
+    a: float,
+    b: float,
+    *,
+    step_size: float,
+    n_steps: int,
+    inv_mass: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """One Hamiltonian Monte Carlo transition for (Lambda, log prec) with eta integrated out.
+
+    The Gibbs updates of the loadings, the residual precisions and the factor scores, each
+    given the others, move along the directions that leave ``Sigma = Lambda Lambda' + D`` almost
+    unchanged only in steps of order 1/sqrt(n): a pair of strongly correlated columns sharing a
+    factor can trade loading against residual variance (the two-indicator ridge), and the
+    category-conditional means that synthesis uses inherit that slow drift. This transition
+    targets :func:`marginal_loadings_logp`, the conditional of (Lambda, theta) given the latent
+    data with the scores integrated out, and travels along such ridges in one trajectory. A
+    step size jittered by +-20% (drawn independently of the state) and a fixed diagonal mass
+    matrix keep it reversible; the scores are then redrawn from their full conditional
+    (the pair is an exact partially collapsed block).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Random generator.
+    S, n, Lambda, theta, d, free, prior_prec, a, b
+        As in :func:`marginal_loadings_logp`.
+    step_size : float
+        Leapfrog step size (before the jitter).
+    n_steps : int
+        Leapfrog steps per trajectory.
+    inv_mass : numpy.ndarray, shape (p* k + f,)
+        Diagonal of the inverse mass matrix, over ``Lambda.ravel()`` then ``theta``.
+
+    Returns
+    -------
+    Lambda, theta : numpy.ndarray
+        The new state (the old one when the proposal is rejected).
+    accept_prob : float
+        The Metropolis acceptance probability of the trajectory.
+    """
+    shape = Lambda.shape
+    m = Lambda.size
+
+    def logp_grad(q):
+        lp, gl, gt = marginal_loadings_logp(q[:m].reshape(shape), q[m:], S, n, d, free,
+                                            prior_prec, a, b)
+        return lp, np.concatenate([gl.ravel(), gt])
+
+    q0 = np.concatenate([Lambda.ravel(), theta])
+    lp0, g = logp_grad(q0)
+    mom = rng.standard_normal(q0.size) / np.sqrt(inv_mass)
+    h0 = -lp0 + 0.5 * float(np.sum(inv_mass * mom**2))
+    eps = step_size * rng.uniform(0.8, 1.2)
+    q = q0.copy()
+    mom = mom + 0.5 * eps * g
+    lp = lp0
+    for i in range(n_steps):
+        q = q + eps * inv_mass * mom
+        lp, g = logp_grad(q)
+        if not np.isfinite(lp):
+            break
+        if i < n_steps - 1:
+            mom = mom + eps * g
+    else:
+        mom = mom + 0.5 * eps * g
+    if not np.isfinite(lp):
+        return Lambda, theta, 0.0
+    h1 = -lp + 0.5 * float(np.sum(inv_mass * mom**2))
+    accept = float(np.exp(min(0.0, h0 - h1))) if np.isfinite(h1) else 0.0
+    if rng.random() < accept:
+        return q[:m].reshape(shape), q[m:], accept
+    return Lambda, theta, accept
+
+
+def draw_rotation(
+    rng: np.random.Generator,
+    Lambda: np.ndarray,
+    eta: np.ndarray,
+    tau: np.ndarray,
+    nu: float,
+    *,
+    step: float = 0.3,
+    rounds: int = 1,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Rotate each pair of factors by an exact Metropolis move, then redraw the local shrinkage.
+
+    The likelihood depends on the factors only through ``Lambda eta'``, unchanged when both are
+    multiplied by the same rotation; the scores' N(0, I) prior is rotation invariant too, so
+    along that orbit only the loadings' prior decides. The Gibbs updates turn the factors only
+    slowly, and a row with little information in the data (a rare level) follows the prior
+    of whatever rotation the chain is at: its category-conditional means mix as slowly as the
+    rotation does. For each pair of factors (h, l) an angle is proposed, two ways in turn (a
+    random walk N(0, step^2) and a uniform angle on (-pi/2, pi/2]; both symmetric), and
+    accepted with the ratio of the loadings' prior with the local shrinkage integrated out,
+
+        log p(Lambda | tau) = -(nu + 1)/2 sum_jh log(1 + tau_h lambda_jh^2 / nu)
+
+    (a Student-t in each loading), the rotation's Jacobian being 1. The local shrinkage
+    phi_jh ~ Gamma((nu + 1)/2, rate = (nu + tau_h lambda_jh^2)/2) is then redrawn from its
+    full conditional, which makes (rotation, phi) an exact partially collapsed block.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Random generator.
+    Lambda : numpy.ndarray, shape (p*, k)
+        Loadings.
+    eta : numpy.ndarray, shape (n, k)
+        Factor scores.
+    tau : numpy.ndarray, shape (k,)
+        Global shrinkage (the cumulative product of delta).
+    nu : float
+        Degrees of freedom of the local shrinkage, phi ~ Gamma(nu/2, rate nu/2).
+    step : float, default 0.3
+        Standard deviation of the random-walk angle (radians).
+    rounds : int, default 1
+        Sweeps over all pairs (each sweep is itself an exact move; the local shrinkage is
+        redrawn once, at the end).
+
+    Returns
+    -------
+    Lambda : numpy.ndarray, shape (p*, k)
+    eta : numpy.ndarray, shape (n, k)
+    phi : numpy.ndarray, shape (p*, k)
+    acceptance : float
+        Share of proposals accepted.
+    """
+    Lambda = np.array(Lambda, dtype=float, copy=True)
+    eta = np.asarray(eta, dtype=float)
+    k = Lambda.shape[1]
+    tau = np.asarray(tau, dtype=float)
+    c = -0.5 * (nu + 1.0)
+
+    def logp2(a, b, th, tl):
+        return c * (np.log1p(th * a * a / nu).sum() + np.log1p(tl * b * b / nu).sum())
+
+    n_prop = n_acc = 0
+    R = np.eye(k)  # the accumulated rotation, applied to the scores once at the end
+    pairs = [(h, g) for _ in range(rounds) for h in range(k) for g in range(h + 1, k)]
+    for h, g in pairs:
+        for kind in (0, 1):
+            theta = (step * rng.standard_normal() if kind == 0
+                     else math.pi * (rng.random() - 0.5))
+            ct, st = math.cos(theta), math.sin(theta)
+            a, b = Lambda[:, h], Lambda[:, g]
+            a2, b2 = ct * a - st * b, st * a + ct * b
+            log_r = logp2(a2, b2, tau[h], tau[g]) - logp2(a, b, tau[h], tau[g])
+            n_prop += 1
+            if math.log(rng.random()) < log_r:
+                n_acc += 1
+                Lambda[:, h], Lambda[:, g] = a2, b2
+                rh, rg = R[:, h].copy(), R[:, g].copy()
+                R[:, h], R[:, g] = ct * rh - st * rg, st * rh + ct * rg
+    if n_acc:
+        eta = eta @ R
+    phi = rng.gamma(0.5 * (nu + 1.0), 1.0 / (0.5 * (nu + tau[None, :] * Lambda**2)))
+    return Lambda, eta, phi, n_acc / max(n_prop, 1)

@@ -24,6 +24,12 @@ step                           updates                      full conditional
                                                             probit block (exact Gibbs, gamma)
 :class:`TranslationMove`       ``z``                        location of each ordered column
                                                             (exact Gibbs, normal)
+:class:`WarpMove`              ``z``                        monotone warp of ordered columns
+:class:`FactorScaleMove`       ``eta``, ``Lambda``          scale of each factor (exact, GIG)
+:class:`RotationMove`          ``Lambda``, ``eta``, ``phi`` rotation of each pair of factors
+                                                            (exact MH, phi integrated out)
+:class:`MarginalLoadingsHMC`   ``Lambda``, ``prec``,        loadings and precisions with the
+                               ``eta``                      scores integrated out (HMC)
 =============================  ===========================  ==================================
 """
 
@@ -55,8 +61,10 @@ from bayesynth.samplers.kernels import (
     draw_factor_scale,
     draw_Lambda,
     draw_Lambda_marginal_phi,
+    draw_loadings_hmc,
     draw_mgp,
     draw_prec,
+    draw_rotation,
     draw_translation,
     draw_utility_scale,
     draw_warp,
@@ -77,6 +85,8 @@ __all__ = [
     "TranslationMove",
     "WarpMove",
     "FactorScaleMove",
+    "RotationMove",
+    "MarginalLoadingsHMC",
     "COPULA_STEPS",
 ]
 
@@ -552,27 +562,32 @@ class PrecisionGibbs(CopulaGibbsStep):
 class InterceptGibbs(CopulaGibbsStep):
     """Intercepts of the categorical columns, each drawn with its column's latent values
     integrated out (slice sampling, :func:`~bayesynth.samplers.kernels.draw_alpha_collapsed`);
-    then, for the columns of rare levels (at most ``rare_share`` of the records), intercept and
-    loadings jointly by an exact Metropolis-Hastings step with the latent values integrated out
+    then, for the categorical columns (those of levels with at most ``rare_share`` of the
+    records; all by default), intercept and loadings jointly by an exact Metropolis-Hastings
+    step with the latent values and the factor scores integrated out
     (:func:`~bayesynth.samplers.kernels.draw_categorical_rows`). Both redraw the column's
     latent values afterwards: exact partially collapsed blocks. Needs a normal prior on
     ``alpha`` and, for the second part, a zero-mean normal prior on ``Lambda``.
 
     The plain Gibbs updates move a categorical column's intercept and loadings by O(1/sqrt(n))
     per iteration whatever their posterior spread; for rare levels, whose parameters are
-    uncertain, that makes them mix very slowly. The joint move costs O(n k^2) per column (a few
-    Newton steps to the mode), so it is kept to the rare levels, and only while their total cost
-    n k^2 (number of rare columns) stays below ``row_budget`` (5e7, about 0.1 s an iteration):
-    on wide tables with many rare levels the intercepts alone are collapsed. With more than
+    uncertain, that makes them mix very slowly; so do the strongly correlated utilities of an
+    ordinal variable treated as unordered. The joint move costs O(n k^2) per column (a few
+    Newton steps to the mode), so it is given to the columns in order of rarity while their
+    total cost n (k + 1)^2 (number of columns) stays below ``row_budget`` (5e7, about 0.1 s an
+    iteration); the other columns have their intercepts alone collapsed. With more than
     ``max_columns`` categorical columns, a random subset of that many has its intercept
     collapsed each iteration (a random scan of exact moves).
     """
 
     name = "intercept_gibbs"
-    targets = ("alpha", "Lambda", "z")
+    targets = ("alpha", "Lambda", "z", "eta")
     primary = ("alpha",)
     stats_dtypes_shapes = {"tune": (bool, []), "accept_rows": (float, [])}
-    rare_share: ClassVar[float] = 0.1
+    rare_share: ClassVar[float] = 1.0
+    #: Integrate the factor scores out of the rare levels' row move too (see
+    #: :func:`~bayesynth.samplers.kernels.draw_categorical_rows`).
+    integrate_eta: ClassVar[bool] = True
     row_budget: ClassVar[float] = 5e7
     max_columns: ClassVar[int] = 32
 
@@ -594,10 +609,15 @@ class InterceptGibbs(CopulaGibbsStep):
             counts = np.bincount(b.codes[b.codes >= 0], minlength=len(b.levels))
             freq = counts / max(counts.sum(), 1)
             share.extend(freq[b.column_levels])
-        self._rare = np.asarray(share) <= self.rare_share
+        share = np.asarray(share, dtype=float)
         s = self.structure
-        if lay.n * (s.k + 1) ** 2 * self._rare.sum() > self.row_budget:
-            self._rare[:] = False
+        # the rarest columns first, as many as the budget allows
+        per_column = lay.n * (s.k + 1) ** 2
+        n_afford = int(self.row_budget // per_column)
+        self._rare = np.zeros(len(share), dtype=bool)
+        order = np.argsort(share, kind="stable")
+        order = order[share[order] <= self.rare_share][:n_afford]
+        self._rare[order] = True
         self._zkey = model.rvs_to_values[model["z"]].name
         self._accept = 1.0
 
@@ -621,8 +641,11 @@ class InterceptGibbs(CopulaGibbsStep):
         if self._lam_sd is not None and self._rare.any():
             lam_pp = np.broadcast_to(1.0 / np.asarray(self._lam_sd(point)) ** 2, (s.p, s.k))
             alpha, Lam, self._accept = draw_categorical_rows(
-                self.rng, z, alpha, Lam, eta, sd, s.layout, pm_, ps, lam_pp, columns=self._rare)
+                self.rng, z, alpha, Lam, eta, sd, s.layout, pm_, ps, lam_pp, columns=self._rare,
+                integrate_eta=self.integrate_eta)
             s.io["Lambda"].put(point, Lam)
+            if self.integrate_eta:  # the scores were integrated out: redraw them
+                s.io["eta"].put(point, draw_eta(self.rng, z, alpha, Lam, 1.0 / sd**2))
         point[self._zkey] = z
         s.io["alpha"].put(point, alpha[s.level_cols])
 
@@ -812,6 +835,110 @@ class FactorScaleMove(CopulaGibbsStep):
         s.io["Lambda"].put(point, Lam / c)
 
 
+class RotationMove(CopulaGibbsStep):
+    """Exact Metropolis rotations of each pair of factors (loadings and scores together), with
+    the local shrinkage integrated out and then redrawn (see
+    :func:`~bayesynth.samplers.kernels.draw_rotation`). Needs the multiplicative gamma process
+    prior, ``Lambda ~ N(0, 1/(phi cumprod(delta)))`` with ``phi ~ Gamma(nu/2, nu/2)``."""
+
+    name = "rotation_move"
+    targets = ("Lambda", "eta", "phi")
+    #: Sweeps over the pairs of factors per iteration (each costs O(p* k^2 + accepted n)).
+    rounds: ClassVar[int] = 3
+    stats_dtypes_shapes = {"tune": (bool, []), "accept_rotation": (float, [])}
+
+    def _setup(self, model):
+        shrink = ShrinkageGibbs(model=model)  # checks the MGP structure, or raises
+        self._nu = shrink._nu
+        self._accept = 1.0
+
+    def _update(self, point):
+        s = self.structure
+        tau = np.cumprod(s.value(point, "delta"))
+        Lam, eta, phi, self._accept = draw_rotation(
+            self.rng, s.value(point, "Lambda"), s.value(point, "eta"), tau, self._nu,
+            rounds=self.rounds)
+        s.io["Lambda"].put(point, Lam)
+        s.io["eta"].put(point, eta)
+        s.io["phi"].put(point, phi)
+
+    def step(self, point):  # noqa: D102
+        new = dict(point)
+        self._update(new)
+        return new, [{"tune": self.tune, "accept_rotation": self._accept}]
+
+
+class MarginalLoadingsHMC(CopulaGibbsStep):
+    """Hamiltonian move on the loadings and residual precisions with the factor scores
+    integrated out, then the scores redrawn (see
+    :func:`~bayesynth.samplers.kernels.draw_loadings_hmc`).
+
+    The diagonal inverse mass matrix holds the local scales of the coordinates (sigma_j^2 / n
+    for a loading, 2 / n for a log precision: their conditional variances given the scores);
+    during tuning it follows the state and the step size is adapted towards an acceptance rate
+    of 0.8 (Robbins-Monro on its logarithm); both are frozen when tuning stops, so the kept
+    draws come from a fixed, reversible transition. Needs a zero-mean normal prior on
+    ``Lambda`` and a gamma prior with fixed parameters on ``prec``.
+    """
+
+    name = "marginal_loadings_hmc"
+    targets = ("Lambda", "prec", "eta")
+    stats_dtypes_shapes = {"tune": (bool, []), "accept_hmc": (float, []),
+                           "step_size_hmc": (float, [])}
+    #: Leapfrog steps per trajectory.
+    n_steps: ClassVar[int] = 16
+    #: Target acceptance rate during tuning.
+    target_accept: ClassVar[float] = 0.8
+
+    def _setup(self, model):
+        _, lam_sd = _normal_prior(model, "Lambda", "MarginalLoadingsHMC", zero_mean=True)
+        self._lam_sd = _compile_point_fn(model, lam_sd)
+        shape, rate = _fixed_gamma(model, "prec", "MarginalLoadingsHMC")
+        if np.ptp(shape) or np.ptp(rate):
+            raise IncompatibleModelError("MarginalLoadingsHMC needs one gamma prior shared by "
+                                         "all residual precisions.")
+        self._a, self._b = float(np.ravel(shape)[0]), float(np.ravel(rate)[0])
+        self._log_eps = np.log(0.3)
+        self._t = 0
+        self._inv_mass: np.ndarray | None = None
+        self._accept = 1.0
+
+    def _update(self, point):
+        s = self.structure
+        f = s.free
+        z, alpha = s.value(point, "z"), s.alpha_full(point)
+        Lam = np.asarray(s.value(point, "Lambda"), dtype=float)
+        prec_f = np.asarray(s.value(point, "prec"), dtype=float)
+        n = z.shape[0]
+        d = s.sd(point) ** 2
+        R = z - alpha
+        S = R.T @ R
+        if self.tune or self._inv_mass is None:
+            # local scales (the conditional variances given the scores), frozen with tuning;
+            # the state's own variance would be useless: the unidentified rotation inflates it
+            self._inv_mass = np.concatenate([np.repeat(d / n, s.k), np.full(len(f), 2.0 / n)])
+        prior_prec = np.broadcast_to(1.0 / np.asarray(self._lam_sd(point)) ** 2, (s.p, s.k))
+        Lam, theta, self._accept = draw_loadings_hmc(
+            self.rng, S, n, Lam, np.log(prec_f), d, f, prior_prec, self._a, self._b,
+            step_size=float(np.exp(self._log_eps)), n_steps=self.n_steps,
+            inv_mass=self._inv_mass)
+        prec_f = np.exp(theta)
+        prec_all = 1.0 / d
+        prec_all[f] = prec_f
+        s.io["Lambda"].put(point, Lam)
+        s.io["prec"].put(point, prec_f)
+        s.io["eta"].put(point, draw_eta(self.rng, z, alpha, Lam, prec_all))
+        if self.tune:
+            self._t += 1
+            self._log_eps += (self._accept - self.target_accept) / (self._t + 10) ** 0.6
+
+    def step(self, point):  # noqa: D102
+        new = dict(point)
+        self._update(new)
+        return new, [{"tune": self.tune, "accept_hmc": self._accept,
+                      "step_size_hmc": float(np.exp(self._log_eps))}]
+
+
 #: The copula steps in the order of one Gibbs sweep.
 COPULA_STEPS: tuple[type[CopulaGibbsStep], ...] = (
     FactorScoresGibbs,
@@ -825,5 +952,7 @@ COPULA_STEPS: tuple[type[CopulaGibbsStep], ...] = (
     TranslationMove,
     WarpMove,
     FactorScaleMove,
+    RotationMove,
+    MarginalLoadingsHMC,
 )
 

@@ -542,3 +542,61 @@ def test_collapsed_categorical_updates_target_the_probit_posterior(rng, kernel):
         assert abs(x.std() - sd) < 0.1 * sd
     assert lay.bounds_satisfied(z)
 
+
+
+def test_categorical_rows_with_scores_integrated_out_target_the_marginal_probit(rng):
+    """A binary column y and an ordered column w sharing one factor, with w's latent values,
+    loading and residual sd held fixed. Integrating the factor scores out, y follows a probit
+    in m_i = V lambda_w z_wi / sd_w^2 with scale sqrt(1 + lambda_y^2 V), V = (1 + lambda_w^2 /
+    sd_w^2)^-1; iterating the row move with ``integrate_eta=True`` (which never reads eta)
+    must give that posterior of (alpha, lambda_y), computed on a grid."""
+    import arviz as az
+
+    n, lam_w, sd_w = 60, 1.2, 0.6
+    eta_true = rng.normal(size=n)
+    w = lam_w * eta_true + sd_w * rng.normal(size=n)
+    y = (rng.random(n) < stats.norm.cdf(-0.3 + 1.0 * eta_true)).astype(int)
+    lay = _layout(pd.DataFrame({"y": y, "w": w}), binary=["y"])
+    [blk] = lay.categorical
+    jy = int(blk.latent[0])
+    jw = 1 - jy
+    z = lay.initial_z()
+    z[:, jw] = w
+    sd = np.ones(2)
+    sd[jw] = sd_w
+    alpha, Lam = np.zeros(2), np.zeros((2, 1))
+    Lam[jw, 0] = lam_w
+    pp = np.array([[2.0], [2.0]])
+    eta_junk = np.full((n, 1), 99.0)  # must not be used
+    T = 12_000
+    out = np.empty((T, 2))
+    acc = 0.0
+    for t in range(T):
+        alpha, Lam, a = K.draw_categorical_rows(rng, z, alpha, Lam, eta_junk, sd, lay,
+                                                np.zeros(2), np.ones(2), pp,
+                                                integrate_eta=True)
+        acc += a
+        out[t] = alpha[jy], Lam[jy, 0]
+        assert Lam[jw, 0] == lam_w and np.array_equal(z[:, jw], w)
+    assert acc / T > 0.5
+    V = 1.0 / (1.0 + lam_w**2 / sd_w**2)
+    m = V * lam_w * w / sd_w**2
+    a = np.linspace(-3, 3, 241)
+    b = np.linspace(-3.5, 3.5, 281)
+    A, B = np.meshgrid(a, b, indexing="ij")
+    codes = blk.codes
+    flip = 1.0 if blk.levels[blk.reference] == 0 else -1.0  # y = 1 is the modelled level
+    sign = np.where(codes == (1 if flip > 0 else 0), 1.0, -1.0)
+    scale = np.sqrt(1.0 + B**2 * V)
+    ll = stats.norm.logcdf(sign * (A[..., None] + B[..., None] * m) / scale[..., None]).sum(-1)
+    lp = ll + stats.norm.logpdf(A) + stats.norm.logpdf(B, 0, 1 / np.sqrt(2.0))
+    wgt = np.exp(lp - lp.max())
+    wgt /= wgt.sum()
+    for i, G in enumerate((A, B)):
+        mean = float((wgt * G).sum())
+        sdv = float(np.sqrt((wgt * (G - mean) ** 2).sum()))
+        x = out[:, i]
+        ess = float(az.ess(x[None, :]))
+        assert abs(x.mean() - mean) < 4.5 * sdv / np.sqrt(ess), (i, x.mean(), mean)
+        assert abs(x.std() - sdv) < 0.1 * sdv, (i, x.std(), sdv)
+    assert lay.bounds_satisfied(z)

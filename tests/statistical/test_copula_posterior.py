@@ -134,8 +134,10 @@ def test_every_move_together_samples_the_prior_without_data(rng):
     """No information anywhere (a three-level multinomial-probit variable and a binary one whose
     levels are all unknown, two ordered columns all missing): the composed sweep of every
     kernel bayesynth runs (z, factor scores, loadings with phi integrated out, shrinkage,
-    precisions, collapsed intercepts and categorical rows, column, utility and factor scale
-    moves, translations) must reproduce the prior of every parameter. A wrong Jacobian or Haar
+    precisions, collapsed intercepts and categorical rows (with and without the factor scores
+    integrated out), column, utility and factor scale moves, translations, factor rotations and
+    the Hamiltonian move of loadings and precisions) must reproduce the prior of every
+    parameter. A wrong Jacobian or Haar
     factor in any move shifts the scale parameters it acts on."""
     from bayesynth.models.layout import CategoricalBlock
 
@@ -176,7 +178,9 @@ def test_every_move_together_samples_the_prior_without_data(rng):
         alpha = K.draw_alpha_collapsed(rng, z, alpha, Lam, eta, sd, lay, a_mu, a_sd)
         pp = phi * np.cumprod(delta)[None, :]
         alpha, Lam, _ = K.draw_categorical_rows(rng, z, alpha, Lam, eta, sd, lay, a_mu, a_sd,
-                                                pp, columns=rare)
+                                                pp, columns=rare, integrate_eta=t % 4 == 2)
+        if t % 4 == 2:  # integrated out: redraw them
+            eta = K.draw_eta(rng, z, alpha, Lam, sd**-2.0)
         rc = lay.rescalable_columns
         c = K.draw_column_scale(rng, Lam[rc], pp[rc], prec, a_s, b_s, alpha[rc],
                                 np.zeros(0, dtype=np.int64), 1.0)
@@ -196,6 +200,16 @@ def test_every_move_together_samples_the_prior_without_data(rng):
         cf = K.draw_factor_scale(rng, eta, Lam, pp)
         eta *= cf
         Lam /= cf
+        Lam, eta, phi, _ = K.draw_rotation(rng, Lam, eta, np.cumprod(delta), nu)
+        if t % 4 == 0:  # the costlier moves in a fixed cycle (still an exact composition)
+            r = z - alpha
+            Lam, theta, _ = K.draw_loadings_hmc(
+                rng, r.T @ r, n, Lam, np.log(prec), sd**2, free,
+                phi * np.cumprod(delta)[None, :], a_s, b_s, step_size=0.25, n_steps=8,
+                inv_mass=np.ones(Lam.size + len(free)))
+            prec = np.exp(theta)
+            sd[free] = prec**-0.5
+            eta = K.draw_eta(rng, z, alpha, Lam, sd**-2.0)
         rec["prec"][t], rec["delta0"][t], rec["delta1"][t] = prec[0], delta[0], delta[1]
         rec["phi"][t] = phi[1, 0]
         rec["lam2"][t] = Lam[4, 1] ** 2 * phi[4, 1] * np.cumprod(delta)[1]

@@ -1,0 +1,132 @@
+"""The collapsed HMC move of the loadings and residual precisions, against closed forms."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import multivariate_normal
+
+from bayesynth.samplers.kernels import draw_loadings_hmc, marginal_loadings_logp
+from tests.mc import assert_mc_close
+
+
+def _problem(seed=0, p=5, k=2, n=40):
+    rng = np.random.default_rng(seed)
+    lam = rng.normal(size=(p, k))
+    free = np.array([0, 2, 3])
+    theta = rng.normal(size=3)
+    d = np.full(p, 0.7)
+    z = rng.normal(size=(n, p)) @ np.diag([1.0, 2.0, 0.5, 1.0, 1.5])
+    prior_prec = rng.gamma(2.0, size=(p, k))
+    return lam, theta, z, d, free, prior_prec
+
+
+def test_log_density_matches_the_multivariate_normal():
+    lam, theta, z, d, free, pp = _problem()
+    n, p = z.shape
+    a, b = 1.3, 0.4
+    lp, _, _ = marginal_loadings_logp(lam, theta, z.T @ z, n, d, free, pp, a, b)
+    D = d.copy()
+    D[free] = np.exp(-theta)
+    ref = (multivariate_normal(np.zeros(p), lam @ lam.T + np.diag(D)).logpdf(z).sum()
+           + 0.5 * n * p * np.log(2 * np.pi) - 0.5 * np.sum(pp * lam**2)
+           + np.sum(a * theta - b * np.exp(theta)))
+    assert lp == pytest.approx(ref, rel=1e-10, abs=1e-8)
+
+
+def test_gradient_matches_finite_differences():
+    lam, theta, z, d, free, pp = _problem(1)
+    S, n, a, b = z.T @ z, z.shape[0], 1.0, 0.3
+    lp, g_lam, g_th = marginal_loadings_logp(lam, theta, S, n, d, free, pp, a, b)
+    h = 1e-6
+    num = np.zeros_like(lam)
+    for idx in np.ndindex(*lam.shape):
+        up, dn = lam.copy(), lam.copy()
+        up[idx] += h
+        dn[idx] -= h
+        num[idx] = (marginal_loadings_logp(up, theta, S, n, d, free, pp, a, b)[0]
+                    - marginal_loadings_logp(dn, theta, S, n, d, free, pp, a, b)[0]) / (2 * h)
+    np.testing.assert_allclose(g_lam, num, rtol=1e-5, atol=1e-5)
+    num_t = np.array([
+        (marginal_loadings_logp(lam, theta + h * e, S, n, d, free, pp, a, b)[0]
+         - marginal_loadings_logp(lam, theta - h * e, S, n, d, free, pp, a, b)[0]) / (2 * h)
+        for e in np.eye(len(theta))])
+    np.testing.assert_allclose(g_th, num_t, rtol=1e-5, atol=1e-5)
+
+
+def _grid_posterior(S, n, pp, a, b, d2):
+    """Posterior moments of (lambda1 lambda2, lambda1^2, theta) by quadrature (p = 2, k = 1)."""
+    l1 = np.linspace(-4, 4, 161)
+    l2 = np.linspace(-4, 4, 161)
+    th = np.linspace(-4, 5, 181)
+    L1, L2, T = np.meshgrid(l1, l2, th, indexing="ij")
+    s11 = L1**2 + np.exp(-T)
+    s22 = L2**2 + d2
+    s12 = L1 * L2
+    det = s11 * s22 - s12**2
+    quad = (s22 * S[0, 0] - 2 * s12 * S[0, 1] + s11 * S[1, 1]) / det
+    logp = (-0.5 * n * np.log(det) - 0.5 * quad - 0.5 * (pp[0, 0] * L1**2 + pp[1, 0] * L2**2)
+            + a * T - b * np.exp(T))
+    w = np.exp(logp - logp.max())
+    w /= w.sum()
+    return {"l1l2": float(np.sum(w * L1 * L2)), "l1sq": float(np.sum(w * L1**2)),
+            "theta": float(np.sum(w * T))}
+
+
+def test_hmc_chain_matches_quadrature():
+    # p = 2 columns, k = 1 factor, the first column's residual precision free: a
+    # three-dimensional posterior whose moments quadrature gives to high accuracy.
+    rng = np.random.default_rng(7)
+    n = 30
+    true_l = np.array([[0.9], [0.7]])
+    z = rng.normal(size=(n, 1)) @ true_l.T + rng.normal(size=(n, 2)) * np.array([0.5, 1.0])
+    S = z.T @ z
+    pp = np.array([[1.0], [1.0]])
+    a, b, d = 2.0, 1.0, np.array([1.0, 1.0])
+    free = np.array([0])
+    ref = _grid_posterior(S, n, pp, a, b, d[1])
+    lam, theta = np.array([[0.5], [0.5]]), np.array([0.0])
+    inv_mass = np.array([0.05, 0.05, 0.3])
+    out = []
+    for i in range(6000):
+        lam, theta, _ = draw_loadings_hmc(rng, S, n, lam, theta, d, free, pp, a, b,
+                                          step_size=0.25, n_steps=8, inv_mass=inv_mass)
+        if i >= 500:
+            out.append([lam[0, 0] * lam[1, 0], lam[0, 0] ** 2, theta[0]])
+    out = np.asarray(out)
+    assert_mc_close(out[:, 0], ref["l1l2"])
+    assert_mc_close(out[:, 1], ref["l1sq"])
+    assert_mc_close(out[:, 2], ref["theta"])
+
+
+def test_rotation_move_samples_the_orbit_of_the_loadings_prior():
+    """Along the rotations of two factors the likelihood is constant, so the rotation move must
+    sample the angle from the loadings' prior (phi integrated out: Student-t) on the orbit,
+    with the uniform (Haar) measure on the angle: computed by quadrature."""
+    from bayesynth.samplers.kernels import draw_rotation
+
+    rng = np.random.default_rng(3)
+    lam0 = rng.normal(size=(4, 2)) * np.array([1.0, 0.4])
+    eta0 = rng.normal(size=(10, 2))
+    tau, nu = np.array([2.0, 5.0]), 3.0
+    lam, eta = lam0.copy(), eta0.copy()
+    cos, sin = [], []
+    pinv = np.linalg.pinv(lam0)
+    for _ in range(8000):
+        lam, eta, phi, _ = draw_rotation(rng, lam, eta, tau, nu)
+        R = pinv @ lam
+        cos.append(R[0, 0])
+        sin.append(R[0, 1])
+        assert phi.shape == lam.shape and np.all(phi > 0)
+    np.testing.assert_allclose(lam @ eta.T, lam0 @ eta0.T, atol=1e-9)  # likelihood unchanged
+    th = np.linspace(-np.pi, np.pi, 20001)[:-1]
+    c, s = np.cos(th), np.sin(th)
+    a = lam0[:, :1] * c - lam0[:, 1:] * s
+    b = lam0[:, :1] * s + lam0[:, 1:] * c
+    logp = -(nu + 1) / 2 * (np.log1p(tau[0] * a**2 / nu).sum(0)
+                            + np.log1p(tau[1] * b**2 / nu).sum(0))
+    w = np.exp(logp - logp.max())
+    w /= w.sum()
+    assert_mc_close(np.array(cos), float(np.sum(w * c)))
+    assert_mc_close(np.array(sin), float(np.sum(w * s)))
+    assert_mc_close(np.array(cos) ** 2, float(np.sum(w * c**2)))
