@@ -480,8 +480,8 @@ def _parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("demo", help="run the whole job on the embedded child-health data")
     d.add_argument("--n", type=int, default=2000, help="records to simulate (default 2000)")
-    d.add_argument("--draws", type=int, default=2500)
-    d.add_argument("--tune", type=int, default=2500)
+    d.add_argument("--draws", type=int, default=4000)
+    d.add_argument("--tune", type=int, default=2000)
     d.add_argument("--chains", type=int, default=2)
     d.add_argument("--m", type=int, default=5, help="synthetic datasets (default 5)")
     d.add_argument("--seed", type=int, default=2026)

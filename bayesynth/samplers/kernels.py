@@ -975,6 +975,7 @@ def draw_categorical_rows(
     newton_steps: int = 30,
     columns: np.ndarray | None = None,
     integrate_eta: bool = False,
+    mode_cache: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """Intercept and loadings of each categorical column with its latent values integrated out,
     then those values redrawn (an exact partially collapsed block, z updated in place).
@@ -1023,6 +1024,10 @@ def draw_categorical_rows(
         conditional before anything conditions on it. This removes the feedback between a
         rare level's loadings and the scores of its few records, which the block given eta
         cannot break.
+    mode_cache : numpy.ndarray, shape (number of categorical columns, k + 1), optional
+        Starting points of the Newton iterations (with ``integrate_eta``), updated in place
+        with the modes found: last iteration's mode is close to this one's, which saves
+        Newton steps. The modes themselves do not depend on the start.
 
     Returns
     -------
@@ -1087,11 +1092,16 @@ def draw_categorical_rows(
         V = 0.5 * (V + V.T)
         Xm = np.ascontiguousarray(np.column_stack([np.ones(n), Tm @ V]))
         s_cur = math.sqrt(float(sd[j]) ** 2 + float(cur[1:] @ V @ cur[1:]))
-        mode_c, L_c = _row_mode(cur, Xm, kind, bound, 1.0 / s_cur, mu0, P0, grad, H,
+        start = cur if mode_cache is None else mode_cache[c]
+        mode_c, L_c = _row_mode(start, Xm, kind, bound, 1.0 / s_cur, mu0, P0, grad, H,
                                 newton_steps)
+        if mode_cache is not None:
+            mode_cache[c] = mode_c
         prop = mode_c + solve_triangular(L_c.T, rng.standard_normal(d), lower=False)
         s_prop = math.sqrt(float(sd[j]) ** 2 + float(prop[1:] @ V @ prop[1:]))
-        mode_p, L_p = _row_mode(prop, Xm, kind, bound, 1.0 / s_prop, mu0, P0, grad, H,
+        # the mode at the proposal's scale lies next to mode_c: start there (Newton converges
+        # to the unique mode from any start; the start only saves steps)
+        mode_p, L_p = _row_mode(mode_c, Xm, kind, bound, 1.0 / s_prop, mu0, P0, grad, H,
                                 newton_steps)
         lp_cur = _row_target(cur, Xm, kind, bound, 1.0 / s_cur, mu0, P0, grad, H, False)
         lp_prop = _row_target(prop, Xm, kind, bound, 1.0 / s_prop, mu0, P0, grad, H, False)
@@ -1114,19 +1124,18 @@ def draw_categorical_rows(
 def _row_mode(start, X, kind, bound, inv, mu0, P0, grad, H, newton_steps):
     """Mode of one column's (log-concave) row target by damped Newton steps, and the Cholesky
     factor of the negative Hessian there (the precision of the normal proposal)."""
-    mode = start.copy()
+    mode = np.array(start, dtype=np.float64, copy=True)
     val = _row_target(mode, X, kind, bound, inv, mu0, P0, grad, H, True)
     for _ in range(newton_steps):
         step = np.linalg.solve(-H, grad)
         t = 1.0
-        while True:
+        while True:  # each trial also leaves its gradient and Hessian in grad and H
             trial = mode + t * step
-            v2 = _row_target(trial, X, kind, bound, inv, mu0, P0, grad, H, False)
+            v2 = _row_target(trial, X, kind, bound, inv, mu0, P0, grad, H, True)
             if v2 >= val - 1e-12 or t < 1e-6:
                 break
             t *= 0.5
-        mode = trial
-        val = _row_target(mode, X, kind, bound, inv, mu0, P0, grad, H, True)
+        mode, val = trial, v2
         if float(np.max(np.abs(t * step))) < 1e-10:
             break  # at the mode: the proposal no longer depends on the starting value
     return mode, np.linalg.cholesky(-H)

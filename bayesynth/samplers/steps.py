@@ -620,6 +620,7 @@ class InterceptGibbs(CopulaGibbsStep):
         self._rare[order] = True
         self._zkey = model.rvs_to_values[model["z"]].name
         self._accept = 1.0
+        self._modes = np.zeros((len(share), s.k + 1))  # Newton starts of the row moves
 
     def _update(self, point):
         s = self.structure
@@ -642,7 +643,7 @@ class InterceptGibbs(CopulaGibbsStep):
             lam_pp = np.broadcast_to(1.0 / np.asarray(self._lam_sd(point)) ** 2, (s.p, s.k))
             alpha, Lam, self._accept = draw_categorical_rows(
                 self.rng, z, alpha, Lam, eta, sd, s.layout, pm_, ps, lam_pp, columns=self._rare,
-                integrate_eta=self.integrate_eta)
+                integrate_eta=self.integrate_eta, mode_cache=self._modes)
             s.io["Lambda"].put(point, Lam)
             if self.integrate_eta:  # the scores were integrated out: redraw them
                 s.io["eta"].put(point, draw_eta(self.rng, z, alpha, Lam, 1.0 / sd**2))
