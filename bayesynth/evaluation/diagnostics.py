@@ -1,5 +1,8 @@
-"""MCMC diagnostics on the quantities that matter: for the copula, what synthesis uses; for
-other models, the identified quantities they declare."""
+"""MCMC diagnostics on the quantities that matter.
+
+For the copula, these are what synthesis uses; for other models, the identified quantities
+they declare.
+"""
 
 from __future__ import annotations
 
@@ -67,6 +70,7 @@ class Diagnosis(NamedTuple):
 
     @property
     def ok(self) -> bool:
+        """Whether all is well: ``True`` when ``warnings`` is empty."""
         return not self.warnings
 
 
@@ -226,19 +230,25 @@ class SynthesisDiagnosis(NamedTuple):
 
     @property
     def ok(self) -> bool:
+        """Whether all is well: ``True`` when ``warnings`` is empty."""
         return not self.warnings
 
     def total_variation(self, data: pd.DataFrame) -> pd.Series:
-        """Total variation between the posterior-mean implied level probabilities and the
-        level frequencies of ``data``, per categorical variable.
+        """Compute the total variation between implied and observed level probabilities.
+
+        Per categorical variable: the total variation between the posterior-mean implied level
+        probabilities and the level frequencies of ``data``.
 
         Parameters
         ----------
         data : pandas.DataFrame
+            Data whose level frequencies are compared (missing values count as level
+            ``"<NA>"``); variables not in ``data`` are skipped.
 
         Returns
         -------
         pandas.Series
+            Total variation distance per categorical variable, indexed by variable name.
         """
         rows = self.table[self.table["kind"] == "level probability"]
         out: dict = {}

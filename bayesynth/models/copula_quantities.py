@@ -66,7 +66,18 @@ class CopulaBlocks:
 
     @classmethod
     def from_layout(cls, layout: LatentLayout) -> CopulaBlocks:
-        """Extract the blocks of a :class:`~bayesynth.models.layout.LatentLayout`."""
+        """Extract the blocks of a :class:`~bayesynth.models.layout.LatentLayout`.
+
+        Parameters
+        ----------
+        layout : LatentLayout
+            Layout of a copula model (its categorical blocks and its ordered columns; only
+            ordered columns of kind ``"value"`` are kept).
+
+        Returns
+        -------
+        CopulaBlocks
+        """
         cats = tuple({"name": b.name, "latent": [int(j) for j in b.latent],
                       "levels": [str(v) for v in b.levels], "likelihood": b.likelihood,
                       "reference": int(b.reference)} for b in layout.categorical)
@@ -75,12 +86,28 @@ class CopulaBlocks:
         return cls(cats, ords)
 
     def to_dict(self) -> dict:
-        """JSON-ready form."""
+        """JSON-ready form.
+
+        Returns
+        -------
+        dict
+            ``{"categorical": [...], "ordered": [...]}``, read back by :meth:`from_dict`.
+        """
         return {"categorical": list(self.categorical), "ordered": list(self.ordered)}
 
     @classmethod
     def from_dict(cls, d: dict) -> CopulaBlocks:
-        """Inverse of :meth:`to_dict`."""
+        """Inverse of :meth:`to_dict`.
+
+        Parameters
+        ----------
+        d : dict
+            With keys ``"categorical"`` and ``"ordered"``, as written by :meth:`to_dict`.
+
+        Returns
+        -------
+        CopulaBlocks
+        """
         return cls(tuple(d["categorical"]), tuple(d["ordered"]))
 
     @property
@@ -90,12 +117,15 @@ class CopulaBlocks:
 
     @property
     def ordered_names(self) -> list[str]:
+        """Names of the ordered value columns."""
         return [o["name"] for o in self.ordered]
 
     @property
     def pair_labels(self) -> list[str]:
-        """``"a ~ b"`` for every pair of categorical variables (in :func:`implied_quantities`
-        order)."""
+        """``"a ~ b"`` for every pair of categorical variables.
+
+        In the order of the pairs in :func:`implied_quantities`.
+        """
         names = [b["name"] for b in self.categorical]
         return [f"{a} ~ {b}" for i, a in enumerate(names) for b in names[i + 1:]]
 
@@ -122,7 +152,9 @@ def implied_quantities(
     random_seed: int = 0,
     pairs: bool = True,
 ) -> dict[str, np.ndarray]:
-    """Implied level probabilities, pairwise associations and category-conditional means, per
+    """Compute the implied level probabilities, pair associations and conditional means.
+
+    Implied level probabilities, pairwise associations and category-conditional means, per
     posterior draw.
 
     All categorical columns are drawn jointly from their normal law N(alpha_c, Sigma_cc) by
@@ -134,12 +166,17 @@ def implied_quantities(
     Parameters
     ----------
     alpha_full : numpy.ndarray, shape (S, p*)
+        Intercepts of all latent columns (zero for a column without one), per posterior draw.
     Lambda : numpy.ndarray, shape (S, p*, k)
+        Loadings, per posterior draw.
     sigma : numpy.ndarray, shape (S, p*)
+        Residual standard deviations, per posterior draw.
     blocks : CopulaBlocks
+        Which latent columns belong to which categorical variable and ordered column.
     n_mc : int, default :data:`N_MC`
         Monte Carlo points (common to all draws).
     random_seed : int, default 0
+        Seed of the common standard normal draws.
     pairs : bool, default True
         Also return the mutual information of every pair of categorical variables.
 
@@ -233,8 +270,9 @@ def _stacked(post, name: str) -> np.ndarray:
 
 def synthesis_quantity_table(idata, *, max_draws: int = 1000, n_mc: int | None = None,
                              model=None) -> tuple[pd.DataFrame, int]:
-    """R-hat and ESS of every quantity synthesis uses (see
-    :func:`bayesynth.evaluation.synthesis_diagnostics`).
+    """Compute R-hat and ESS of every quantity synthesis uses.
+
+    See :func:`bayesynth.evaluation.synthesis_diagnostics`.
 
     Parameters
     ----------
@@ -244,6 +282,7 @@ def synthesis_quantity_table(idata, *, max_draws: int = 1000, n_mc: int | None =
     max_draws : int, default 1000
         Draws used (evenly thinned per chain above this).
     n_mc : int, optional
+        Monte Carlo points of :func:`implied_quantities` (default :data:`N_MC`).
     model : pymc.Model, optional
         The copula model, for a posterior from :func:`pymc.sample`.
 

@@ -61,18 +61,71 @@ class RankProbitConstraint(Op):
     def __hash__(self) -> int:
         return id(self)
 
-    def make_node(self, z):  # noqa: D102
+    def make_node(self, z):
+        """Build the node: the latent data ``z`` in, the scalar log-indicator out.
+
+        Parameters
+        ----------
+        z : tensor-like
+            The latent data (records x latent columns).
+
+        Returns
+        -------
+        pytensor.graph.basic.Apply
+            With input ``z`` and one float64 scalar output.
+        """
         z = pt.as_tensor_variable(z)
         return Apply(self, [z], [pt.dscalar()])
 
-    def perform(self, node, inputs, output_storage):  # noqa: D102
+    def perform(self, node, inputs, output_storage):
+        """Store 0 when ``inputs[0]`` lies in the event E, else -inf.
+
+        Parameters
+        ----------
+        node : pytensor.graph.basic.Apply
+            The node made by :meth:`make_node` (unused).
+        inputs : list of numpy.ndarray
+            ``[z]``, checked with :meth:`LatentLayout.bounds_satisfied`.
+        output_storage : list of list
+            The result is written to ``output_storage[0][0]``.
+        """
         ok = self.layout.bounds_satisfied(inputs[0])
         output_storage[0][0] = np.asarray(0.0 if ok else -np.inf)
 
-    def grad(self, inputs, output_grads):  # noqa: D102
+    def grad(self, inputs, output_grads):
+        """Return the gradient, zero: the indicator is flat inside E.
+
+        Parameters
+        ----------
+        inputs : list of TensorVariable
+            ``[z]``.
+        output_grads : list of TensorVariable
+            Gradient with respect to the output (unused).
+
+        Returns
+        -------
+        list of TensorVariable
+            ``[zeros_like(z)]``.
+        """
         return [pt.zeros_like(inputs[0])]
 
-    def infer_shape(self, fgraph, node, input_shapes):  # noqa: D102
+    def infer_shape(self, fgraph, node, input_shapes):
+        """Return the output shape: a scalar.
+
+        Parameters
+        ----------
+        fgraph : pytensor.graph.fg.FunctionGraph
+            Unused.
+        node : pytensor.graph.basic.Apply
+            Unused.
+        input_shapes : list of tuple
+            Unused.
+
+        Returns
+        -------
+        list of tuple
+            ``[()]``.
+        """
         return [()]
 
     def __str__(self) -> str:
@@ -108,7 +161,18 @@ def _latent_support_point(op, rv, *inputs):  # noqa: ARG001
 
 
 def get_layout(model: pm.Model) -> LatentLayout:
-    """The :class:`LatentLayout` of a model built by :func:`rank_probit_copula`.
+    """Return the :class:`LatentLayout` of a model built by :func:`rank_probit_copula`.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        A model with a :class:`RankProbitConstraint` potential, or with a layout registered by
+        :func:`bayesynth.models.layout.register_layout`.
+
+    Returns
+    -------
+    LatentLayout
+        The constraint's layout, else the registered one.
 
     Raises
     ------
@@ -130,8 +194,11 @@ def get_layout(model: pm.Model) -> LatentLayout:
 
 
 def _indicator_scores(layout: LatentLayout) -> np.ndarray:
-    """The data as an n x p* array: normal scores of the ranks for ordered columns, 0/1
-    indicators for categorical columns (of each non-reference level for ``"mnp"``)."""
+    """Return the data as an n x p* array of indicator scores.
+
+    Normal scores of the ranks for ordered columns, 0/1 indicators for categorical columns (of
+    each non-reference level for ``"mnp"``).
+    """
     z = layout.initial_z()
     out = np.array(z, copy=True)
     for b in layout.categorical:
@@ -161,13 +228,18 @@ def choose_n_factors(layout: LatentLayout, *, n_permutations: int = 20,
     Parameters
     ----------
     layout : LatentLayout
+        Layout of the data.
     n_permutations : int, default 20
+        Independent permutations of the columns that form the null distribution.
     quantile : float, default 0.95
+        Quantile of the permutation distribution a leading eigenvalue must exceed.
     slack : int, default 2
+        Factors added to the parallel-analysis count.
 
     Returns
     -------
     int
+        The number of factors k, at least 1 and at most p*.
 
     References
     ----------

@@ -49,7 +49,22 @@ __all__ = [
 
 
 def factor_mean(alpha_full: np.ndarray, Lambda: np.ndarray, eta: np.ndarray) -> np.ndarray:
-    """``alpha + eta @ Lambda.T`` as an (n, p*) array in Fortran order (columns contiguous)."""
+    """``alpha + eta @ Lambda.T`` as an (n, p*) array in Fortran order (columns contiguous).
+
+    Parameters
+    ----------
+    alpha_full : numpy.ndarray, shape (p*,)
+        Intercepts (zero outside the level columns).
+    Lambda : numpy.ndarray, shape (p*, k)
+        Loadings.
+    eta : numpy.ndarray, shape (n, k)
+        Factor scores.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n, p*)
+        The latent mean, Fortran-ordered.
+    """
     muT = Lambda @ eta.T  # (p*, n), C order
     muT += alpha_full[:, None]
     return muT.T
@@ -188,6 +203,7 @@ def draw_z(
     Parameters
     ----------
     rng : numpy.random.Generator
+        Random generator.
     z : numpy.ndarray, shape (n, p*)
         Current latent data; must satisfy the constraints.
     mu : numpy.ndarray, shape (n, p*)
@@ -236,12 +252,28 @@ def draw_eta(
     Lambda: np.ndarray,
     prec: np.ndarray,
 ) -> np.ndarray:
-    """Factor scores: eta_i | - ~ N(P^-1 Lambda' Sigma^-1 (z_i - alpha), P^-1), P = I + Lambda'
+    """Draw the factor scores from their normal full conditional.
+
+    Factor scores: eta_i | - ~ N(P^-1 Lambda' Sigma^-1 (z_i - alpha), P^-1), P = I + Lambda'
     Sigma^-1 Lambda, independently over records.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Random generator.
+    z : numpy.ndarray, shape (n, p*)
+        Latent data.
+    alpha_full : numpy.ndarray, shape (p*,)
+        Intercepts (zero outside the level columns).
+    Lambda : numpy.ndarray, shape (p*, k)
+        Loadings.
+    prec : numpy.ndarray, shape (p*,)
+        Residual precisions sigma_j^-2 (Sigma^-1 = diag(prec)).
 
     Returns
     -------
     numpy.ndarray, shape (n, k)
+        The new factor scores.
     """
     n = z.shape[0]
     k = Lambda.shape[1]
@@ -258,7 +290,7 @@ def draw_eta(
 
 @numba.njit(cache=True)
 def _log_ndtr(x):  # pragma: no cover - compiled
-    """log Phi(x), accurate in both tails."""
+    """Return log Phi(x), accurate in both tails."""
     if x > 6.0:
         return -0.5 * math.erfc(x / math.sqrt(2.0))
     if x > -20.0:
@@ -284,7 +316,9 @@ def _log_phi_acc(x, prod, acc):  # pragma: no cover - compiled
 
 @numba.njit(cache=True)
 def _level_log_ratio(eta_new, eta_old, a, L, inv_sd, signT):  # pragma: no cover - compiled
-    """Per record: sum_j [log Phi(s_ij v_ij(new) / sd_j) - log Phi(s_ij v_ij(old) / sd_j)],
+    """Compute the per-record log ratio of the level columns' probit products, new to old.
+
+    Per record: sum_j [log Phi(s_ij v_ij(new) / sd_j) - log Phi(s_ij v_ij(old) / sd_j)],
     v_ij = a_j + L_j' eta_i, over the level columns j.
 
     Multiplies the Phi values and takes one logarithm per record and state.
@@ -337,6 +371,16 @@ def draw_eta_collapsed(
 
     Parameters
     ----------
+    rng : numpy.random.Generator
+        Random generator.
+    z : numpy.ndarray, shape (n, p*)
+        Latent data (only the columns outside ``level_cols`` enter the proposal).
+    alpha_full : numpy.ndarray, shape (p*,)
+        Intercepts (zero outside the level columns).
+    Lambda : numpy.ndarray, shape (p*, k)
+        Loadings.
+    prec : numpy.ndarray, shape (p*,)
+        Residual precisions sigma_j^-2 of every column.
     eta : numpy.ndarray, shape (n, k)
         Current factor scores.
     level_cols : numpy.ndarray
@@ -347,6 +391,7 @@ def draw_eta_collapsed(
     Returns
     -------
     eta : numpy.ndarray, shape (n, k)
+        The new factor scores (the current ones for records whose proposal was rejected).
     acceptance : float
         Share of records whose proposal was accepted.
 
@@ -374,17 +419,30 @@ def draw_Lambda(
     prec: np.ndarray,
     prior_prec: np.ndarray,
 ) -> np.ndarray:
-    """Loadings, one row at a time: lambda_j | - ~ N(Q_j^-1 prec_j eta'(z_j - alpha_j), Q_j^-1),
+    """Draw the loadings one row at a time from their multivariate normal full conditional.
+
+    Loadings, one row at a time: lambda_j | - ~ N(Q_j^-1 prec_j eta'(z_j - alpha_j), Q_j^-1),
     Q_j = diag(prior_prec_j) + prec_j eta'eta.
 
     Parameters
     ----------
+    rng : numpy.random.Generator
+        Random generator.
+    z : numpy.ndarray, shape (n, p*)
+        Latent data.
+    alpha_full : numpy.ndarray, shape (p*,)
+        Intercepts (zero outside the level columns).
+    eta : numpy.ndarray, shape (n, k)
+        Factor scores.
+    prec : numpy.ndarray, shape (p*,)
+        Residual precisions sigma_j^-2.
     prior_prec : numpy.ndarray, shape (p*, k)
         Prior precisions of the loadings (``phi_jh * tau_h`` under the MGP prior).
 
     Returns
     -------
     numpy.ndarray, shape (p*, k)
+        The new loadings.
     """
     p, k = prior_prec.shape
     EtE = eta.T @ eta
@@ -411,12 +469,34 @@ def draw_alpha(
     prior_mu: np.ndarray | float = 0.0,
     prior_sigma: np.ndarray | float = 1.0,
 ) -> np.ndarray:
-    """Intercepts of the level columns ``cols``: alpha_j | - ~ N(v (prec_j S_j + m/s^2), v),
+    """Draw the intercepts of the level columns ``cols`` from their normal full conditional.
+
+    Intercepts of the level columns ``cols``: alpha_j | - ~ N(v (prec_j S_j + m/s^2), v),
     v = 1/(n prec_j + 1/s^2), S_j = sum_i (z_ij - lambda_j' eta_i).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Random generator.
+    z : numpy.ndarray, shape (n, p*)
+        Latent data.
+    Lambda : numpy.ndarray, shape (p*, k)
+        Loadings.
+    eta : numpy.ndarray, shape (n, k)
+        Factor scores.
+    prec : numpy.ndarray, shape (p*,)
+        Residual precisions sigma_j^-2.
+    cols : numpy.ndarray
+        Latent indices of the columns whose intercepts are drawn.
+    prior_mu : array_like, default 0.0
+        Prior mean m (scalar or one per column of ``cols``).
+    prior_sigma : array_like, default 1.0
+        Prior standard deviation s (scalar or one per column of ``cols``).
 
     Returns
     -------
     numpy.ndarray, shape (len(cols),)
+        The new intercepts.
     """
     n = z.shape[0]
     pj = prec[cols]
@@ -438,9 +518,25 @@ def draw_prec(
 ) -> np.ndarray:
     """Residual precisions: sigma_j^-2 | - ~ Gamma(a + n/2, rate = b + SSE_j / 2).
 
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Random generator.
+    z : numpy.ndarray, shape (n, p*)
+        Latent data of the columns whose precisions are drawn.
+    alpha_full : numpy.ndarray, shape (p*,)
+        Their intercepts (zero where a column has none).
+    Lambda : numpy.ndarray, shape (p*, k)
+        Their loadings.
+    eta : numpy.ndarray, shape (n, k)
+        Factor scores.
+    a_sigma, b_sigma : array_like
+        Shape a and rate b of the gamma prior (scalars or one per column).
+
     Returns
     -------
     numpy.ndarray, shape (p*,)
+        The new precisions, one per column of ``z``.
     """
     n = z.shape[0]
     # SSE_j = sum_i (z_ij - alpha_j - lambda_j' eta_i)^2 from sufficient statistics, without
@@ -475,6 +571,14 @@ def draw_mgp(
 
     Parameters
     ----------
+    rng : numpy.random.Generator
+        Random generator.
+    Lambda : numpy.ndarray, shape (p*, k)
+        Loadings.
+    delta : numpy.ndarray, shape (k,)
+        Current global shrinkage factors (not modified).
+    nu : float
+        Degrees of freedom of the local shrinkage, phi ~ Gamma(nu/2, rate nu/2).
     delta_shape : numpy.ndarray, shape (k,)
         Prior shapes (a1, a2, a2, ...).
     delta_rate : array_like
@@ -483,7 +587,9 @@ def draw_mgp(
     Returns
     -------
     phi : numpy.ndarray, shape (p*, k)
+        The new local shrinkage.
     delta : numpy.ndarray, shape (k,)
+        The new global shrinkage factors.
     """
     p, k = Lambda.shape
     delta = np.array(delta, dtype=float, copy=True)
@@ -530,6 +636,26 @@ def draw_column_scale(
     Metropolis-Hastings step per column, with a normal proposal at the mode of log pi and 1.5
     times its curvature scale, leaves pi invariant (the target's tails are lighter than the
     proposal's, so the step is uniformly ergodic).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Random generator.
+    Lambda : numpy.ndarray, shape (p*, k)
+        Loadings of the columns to rescale.
+    prior_prec : numpy.ndarray, shape (p*, k)
+        Prior precisions of those loadings.
+    prec : numpy.ndarray, shape (p*,)
+        Residual precisions sigma_j^-2 of those columns.
+    a_sigma, b_sigma : array_like
+        Shape and rate of the gamma prior on the precisions (scalars or one per column).
+    alpha_full : numpy.ndarray, shape (p*,), optional
+        Intercepts of those columns; with ``level_cols``, the A_j of the level columns include
+        alpha_j^2 / s_alpha^2.
+    level_cols : numpy.ndarray, optional
+        Indices (into these columns) of the level columns, which carry an intercept.
+    alpha_prior_prec : array_like, default 1.0
+        Prior precisions 1 / s_alpha^2 of the intercepts (scalar or one per column).
 
     Returns
     -------
@@ -592,8 +718,12 @@ def draw_translation(
 
     Parameters
     ----------
+    rng : numpy.random.Generator
+        Random generator.
     z, mu : numpy.ndarray, shape (n, p*)
+        Latent data and their mean ``alpha + eta @ Lambda.T``.
     sd : numpy.ndarray, shape (p*,)
+        Residual standard deviations sd_j.
     cols : numpy.ndarray
         The ordered columns.
 
@@ -639,10 +769,16 @@ def draw_utility_scale(
 
     Parameters
     ----------
+    rng : numpy.random.Generator
+        Random generator.
     z : numpy.ndarray, shape (n, p*)
+        Latent data.
     alpha_full, sd : numpy.ndarray, shape (p*,)
+        Intercepts and residual standard deviations.
     Lambda : numpy.ndarray, shape (p*, k)
+        Loadings.
     eta : numpy.ndarray, shape (n, k)
+        Factor scores.
     prior_prec : numpy.ndarray, shape (p*, k)
         Prior precisions of the loadings.
     alpha_prior_prec : numpy.ndarray, shape (p*,)
@@ -681,7 +817,7 @@ def draw_utility_scale(
 
 @numba.njit(cache=True)
 def _collapsed_log_target(a, kind, bound, m, inv_sd, mu0, prec0):  # pragma: no cover
-    """log prior(a) + sum_i log P(z_i in its bounds | a): one-sided normal probabilities."""
+    """Return log prior(a) + sum_i log P(z_i in its bounds | a): one-sided normal probabilities."""
     out = -0.5 * prec0 * (a - mu0) ** 2
     for i in range(kind.shape[0]):
         if kind[i] > 0:
@@ -800,7 +936,9 @@ def draw_alpha_collapsed(
     *,
     columns: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Intercepts of the categorical columns with their latent values integrated out, then the
+    """Draw the categorical columns' intercepts with their latent values integrated out.
+
+    Intercepts of the categorical columns with their latent values integrated out, then the
     latent values given the new intercepts (a partially collapsed Gibbs block, in place on z).
 
     For a categorical column j the records' latent values are, given the other columns, the
@@ -816,12 +954,18 @@ def draw_alpha_collapsed(
 
     Parameters
     ----------
+    rng : numpy.random.Generator
+        Random generator.
     z : numpy.ndarray, shape (n, p*), Fortran order
         Updated in place.
     alpha_full, sd : numpy.ndarray, shape (p*,)
+        Current intercepts (not modified) and residual standard deviations sigma_j.
     Lambda : numpy.ndarray, shape (p*, k)
+        Loadings.
     eta : numpy.ndarray, shape (n, k)
+        Factor scores.
     layout : LatentLayout
+        The constraint structure.
     prior_mu, prior_sd : numpy.ndarray, shape (p*,)
         Normal prior of each column's intercept (used on categorical columns only).
     columns : numpy.ndarray of bool, optional
@@ -859,9 +1003,12 @@ def draw_alpha_collapsed(
 @numba.njit(cache=True)
 def _column_bounds(zT, c, mnp_cols, mnp_off, mnp_codes, lvl_cols, lvl_sign, kind,
                    bound):  # pragma: no cover - compiled
-    """One-sided bounds of every record's latent value in categorical column c (in the
-    concatenated order: mnp columns, then rpl level columns), given the other columns.
-    kind: +1 lower bound, -1 upper bound, 0 none. Returns the latent index j."""
+    """Find the one-sided bounds of every record's latent value in categorical column c.
+
+    Column c is in the concatenated order: mnp columns, then rpl level columns; the bounds are
+    given the other columns. kind: +1 lower bound, -1 upper bound, 0 none. Returns the latent
+    index j.
+    """
     n = zT.shape[1]
     n_mnp = mnp_cols.shape[0]
     if c < n_mnp:
@@ -916,8 +1063,11 @@ def _redraw_column(st, sp, zj, mean, s, kind, bound):  # pragma: no cover - comp
 
 @numba.njit(cache=True)
 def _row_target(theta, X, kind, bound, inv_sd, mu0, P0, grad, H, need):  # pragma: no cover
-    """log target of one categorical column's (alpha, lambda); with ``need`` also its gradient
-    and Hessian (written into ``grad`` and ``H``). Rows with kind 0 carry no information."""
+    """Return the log target of one categorical column's (alpha, lambda).
+
+    With ``need`` also its gradient and Hessian (written into ``grad`` and ``H``). Rows with
+    kind 0 carry no information.
+    """
     n, d = X.shape
     val = 0.0
     if need:
@@ -977,7 +1127,9 @@ def draw_categorical_rows(
     integrate_eta: bool = False,
     mode_cache: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float]:
-    """Intercept and loadings of each categorical column with its latent values integrated out,
+    """Draw each categorical column's intercept and loadings with its latent values integrated out.
+
+    Intercept and loadings of each categorical column with its latent values integrated out,
     then those values redrawn (an exact partially collapsed block, z updated in place).
 
     For a categorical column j, given the other columns, the factor scores and sigma_j, the
@@ -996,12 +1148,18 @@ def draw_categorical_rows(
 
     Parameters
     ----------
+    rng : numpy.random.Generator
+        Random generator.
     z : numpy.ndarray, shape (n, p*), Fortran order
         Updated in place.
     alpha_full, sd : numpy.ndarray, shape (p*,)
+        Current intercepts (not modified) and residual standard deviations sigma_j.
     Lambda : numpy.ndarray, shape (p*, k)
+        Current loadings (not modified).
     eta : numpy.ndarray, shape (n, k)
+        Factor scores.
     layout : LatentLayout
+        The constraint structure.
     alpha_mu, alpha_sd : numpy.ndarray, shape (p*,)
         Normal prior of each column's intercept (categorical columns).
     lambda_prior_prec : numpy.ndarray, shape (p*, k)
@@ -1032,7 +1190,9 @@ def draw_categorical_rows(
     Returns
     -------
     alpha_full : numpy.ndarray, shape (p*,)
+        The new intercepts.
     Lambda : numpy.ndarray, shape (p*, k)
+        The new loadings.
     acceptance : float
         Share of columns whose proposal was accepted.
 
@@ -1122,8 +1282,11 @@ def draw_categorical_rows(
 
 
 def _row_mode(start, X, kind, bound, inv, mu0, P0, grad, H, newton_steps):
-    """Mode of one column's (log-concave) row target by damped Newton steps, and the Cholesky
-    factor of the negative Hessian there (the precision of the normal proposal)."""
+    """Find the mode of one column's (log-concave) row target by damped Newton steps.
+
+    Returns the mode and the Cholesky factor of the negative Hessian there (the precision of
+    the normal proposal).
+    """
     mode = np.array(start, dtype=np.float64, copy=True)
     val = _row_target(mode, X, kind, bound, inv, mu0, P0, grad, H, True)
     for _ in range(newton_steps):
@@ -1143,9 +1306,12 @@ def _row_mode(start, X, kind, bound, inv, mu0, P0, grad, H, newton_steps):
 
 @numba.njit(cache=True)
 def _warp_log_target(t, sh, lch, mj, c, s0, inv_var):  # pragma: no cover - compiled
-    """log N(g_t(z); mu, sigma^2) summed over a column plus log g_t'(z) summed over every record
+    """Return the log target of the flow time t of the warp move.
+
+    log N(g_t(z); mu, sigma^2) summed over a column plus log g_t'(z) summed over every record
     but the centre's, for the sinh-arcsinh flow g_t(x) = c + s0 asinh(e^t sinh((x - c) / s0));
-    ``sh`` = sinh((z - c) / s0) and ``lch`` = log cosh((z - c) / s0) are precomputed."""
+    ``sh`` = sinh((z - c) / s0) and ``lch`` = log cosh((z - c) / s0) are precomputed.
+    """
     et = math.exp(t)
     out = 0.0
     for i in range(sh.shape[0]):
@@ -1242,9 +1408,12 @@ def draw_warp(
 
     Parameters
     ----------
+    rng : numpy.random.Generator
+        Random generator.
     z : numpy.ndarray, shape (n, p*), Fortran order
         Updated in place.
     mu : numpy.ndarray, shape (n, p*)
+        Mean of the latent data, ``alpha + eta @ Lambda.T``.
     sd : numpy.ndarray, shape (p*,)
         Residual standard deviations.
     scale : numpy.ndarray, shape (p*,)
@@ -1288,9 +1457,14 @@ def draw_factor_scale(
 
     Parameters
     ----------
+    rng : numpy.random.Generator
+        Random generator.
     eta : numpy.ndarray, shape (n, k)
+        Factor scores.
     Lambda : numpy.ndarray, shape (p*, k)
+        Loadings.
     prior_prec : numpy.ndarray, shape (p*, k)
+        Prior precisions of the loadings.
 
     Returns
     -------
@@ -1365,7 +1539,7 @@ def draw_Lambda_marginal_phi(
     tau: np.ndarray,
     nu: float,
 ) -> np.ndarray:
-    """Loadings one element at a time with the local shrinkage phi integrated out.
+    """Draw the loadings one element at a time with the local shrinkage phi integrated out.
 
     Under the multiplicative gamma process, lambda_jh | tau_h is Student-t with nu degrees of
     freedom and scale tau_h^-1/2 once phi_jh ~ Gamma(nu/2, nu/2) is integrated out. Given the
@@ -1378,9 +1552,14 @@ def draw_Lambda_marginal_phi(
 
     Parameters
     ----------
+    rng : numpy.random.Generator
+        Random generator.
     z : numpy.ndarray, shape (n, p*)
+        Latent data.
     alpha_full : numpy.ndarray, shape (p*,)
+        Intercepts (zero outside the level columns).
     eta : numpy.ndarray, shape (n, k)
+        Factor scores.
     prec : numpy.ndarray, shape (p*,)
         Residual precisions of every column.
     Lambda : numpy.ndarray, shape (p*, k)
@@ -1388,10 +1567,12 @@ def draw_Lambda_marginal_phi(
     tau : numpy.ndarray, shape (k,)
         Global shrinkage cumprod(delta).
     nu : float
+        Degrees of freedom of the local shrinkage, phi ~ Gamma(nu/2, rate nu/2).
 
     Returns
     -------
     numpy.ndarray, shape (p*, k)
+        The new loadings.
     """
     EtE = eta.T @ eta
     EtZ = eta.T @ z - np.outer(eta.sum(axis=0), alpha_full)  # (k, p*)

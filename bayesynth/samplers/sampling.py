@@ -53,6 +53,7 @@ def assign_copula_steps(
     Parameters
     ----------
     model : pymc.Model, optional
+        Taken from the context when omitted.
     collapse_levels : bool, default False
         Update the factor scores with the categorical level columns integrated out (see
         :class:`~bayesynth.samplers.steps.FactorScoresGibbs`); ``False`` gives the paper's
@@ -146,7 +147,7 @@ def steps(
     collapse_levels: bool = False,
     pgbart_kwargs: dict[str, Any] | None = None,
 ) -> list:
-    """bayesynth's step methods for ``model``, for :func:`pymc.sample`.
+    """Return bayesynth's step methods for ``model``, for :func:`pymc.sample`.
 
     ``pm.sample(model=model, step=bs.steps(model))`` samples a bayesynth model with its custom
     steps: for the rank-probit copula every Gibbs block that fits the model's priors plus the
@@ -229,6 +230,7 @@ def sample(
         Kept draws and burn-in iterations per chain (Gibbs steps do not adapt; ``tune`` is
         burn-in).
     chains : int, default 2
+        Number of chains.
     random_seed : int, sequence of int or Generator, optional
         Makes the run reproducible: the same seed gives the same draws.
     keep_latent : bool, default False
@@ -236,6 +238,7 @@ def sample(
         By default only the parameters and identified quantities are stored, so memory per draw
         does not depend on the number of records.
     progressbar : bool, default True
+        Show PyMC's progress bar.
     cores : int, optional
         Processes for parallel chains; by default one per chain up to the number of CPUs
         (PyMC's own default halves the CPU count, assuming hyper-threads).
@@ -264,10 +267,12 @@ def sample(
     -------
     arviz.InferenceData
         ``posterior`` holds ``Lambda``, ``sigma``, ``alpha``, ``C``, ``alpha_scaled`` and the
-        hyperparameters. A :class:`RuntimeWarning` is issued when R-hat of a correlation in
-        ``C`` between two different variables exceeds 1.05 (R-hat of ``Lambda`` is meaningless:
-        it is not identified; see :func:`bayesynth.evaluation.copula_diagnostics` for all
-        identified quantities).
+        hyperparameters. For the copula a :class:`RuntimeWarning` is issued when the R-hat of
+        any quantity synthesis uses (the correlations between variables, implied level
+        probabilities, pair associations and category-conditional means; see
+        :func:`bayesynth.evaluation.synthesis_diagnostics`) exceeds :data:`RHAT_WARN` (1.01);
+        for a latent class model when a table probability's exceeds 1.05. R-hat of ``Lambda``
+        is meaningless: it is not identified.
 
     Examples
     --------

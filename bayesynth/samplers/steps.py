@@ -116,7 +116,7 @@ def _constant(graph) -> np.ndarray:
 
 
 def _normal_prior(model: pm.Model, name: str, step: str, *, zero_mean: bool = False):
-    """The (mu, sigma) graphs of a normal prior on ``name``; refuse any other prior."""
+    """Return the (mu, sigma) graphs of a normal prior on ``name``; refuse any other prior."""
     rv = model[name]
     if not isinstance(rv.owner.op, NormalRV):
         raise IncompatibleModelError(f"{step} needs a normal prior on '{name}'.")
@@ -337,19 +337,47 @@ class CopulaGibbsStep(BlockedStep):
     def _update(self, point: dict[str, np.ndarray]) -> None:
         raise NotImplementedError
 
-    def step(self, point):  # noqa: D102
+    def step(self, point):
+        """Apply this step's update to a shallow copy of ``point``.
+
+        Parameters
+        ----------
+        point : dict of str to numpy.ndarray
+            Current values of the model's value variables, keyed by name.
+
+        Returns
+        -------
+        new_point : dict of str to numpy.ndarray
+            The point after the update.
+        stats : list of dict
+            One dict of sampler statistics: ``tune``, whether the step is tuning.
+        """
         new = dict(point)
         self._update(new)
         return new, [{"tune": self.tune}]
 
     @classmethod
     def competence(cls, var, has_grad):
-        """IDEAL for the variables this step is the Gibbs block of, in a copula model whose
+        """Rate how well this step fits ``var`` for PyMC's automatic step assignment.
+
+        IDEAL for the variables this step is the Gibbs block of, in a copula model whose
         structure and priors it was written for; INCOMPATIBLE otherwise.
 
         The copula's latent data are recognised by their op alone; the other blocks need the
         model, which PyMC's automatic assignment does not pass: it is read from the model
         context (``with model: pm.sample()``).
+
+        Parameters
+        ----------
+        var : TensorVariable
+            A free random variable of the model.
+        has_grad : bool
+            Whether gradients are available (unused).
+
+        Returns
+        -------
+        pymc.step_methods.compound.Competence
+            ``Competence.IDEAL`` or ``Competence.INCOMPATIBLE``.
         """
         name = getattr(var, "name", None)
         if name not in cls.primary:
@@ -403,6 +431,15 @@ class FactorScoresGibbs(CopulaGibbsStep):
     Metropolis-Hastings step (:func:`~bayesynth.samplers.kernels.draw_eta_collapsed`); the
     z step that follows redraws those latent values given the new scores. Otherwise the scores
     come from their multivariate normal full conditional (the paper's block).
+
+    Parameters
+    ----------
+    vars, model, rng
+        As in :class:`CopulaGibbsStep`.
+    blocked : bool, default True
+        Accepted for PyMC's step interface; not used.
+    collapse_levels : bool, default False
+        Integrate the ``"rpl"`` level columns out of the update, as above.
     """
 
     name = "factor_scores_gibbs"
@@ -433,17 +470,36 @@ class FactorScoresGibbs(CopulaGibbsStep):
             eta = draw_eta(self.rng, z, alpha, Lam, prec)
         s.io["eta"].put(point, eta)
 
-    def step(self, point):  # noqa: D102
+    def step(self, point):
+        """Apply this step's update to a shallow copy of ``point``.
+
+        Parameters
+        ----------
+        point : dict of str to numpy.ndarray
+            Current values of the model's value variables, keyed by name.
+
+        Returns
+        -------
+        new_point : dict of str to numpy.ndarray
+            The point after the update.
+        stats : list of dict
+            One dict of sampler statistics: ``tune`` and ``accept``, the share of records
+            whose collapsed proposal was accepted (1 when the scores are drawn from their
+            normal full conditional).
+        """
         new = dict(point)
         self._update(new)
         return new, [{"tune": self.tune, "accept": self._accept}]
 
 
 class LoadingsGibbs(CopulaGibbsStep):
-    """Loadings ``Lambda``: under the default multiplicative gamma process one element at a
-    time with the local shrinkage ``phi`` integrated out (slice sampling, see
+    """Loadings ``Lambda``, element by element under the MGP prior, else row by row.
+
+    Under the default multiplicative gamma process one element at a time with the local
+    shrinkage ``phi`` integrated out (slice sampling, see
     :func:`~bayesynth.samplers.kernels.draw_Lambda_marginal_phi`); for any other zero-mean
-    normal prior, row by row from the multivariate normal full conditional."""
+    normal prior, row by row from the multivariate normal full conditional.
+    """
 
     name = "loadings_gibbs"
     targets = ("Lambda",)
@@ -529,8 +585,11 @@ class ShrinkageGibbs(CopulaGibbsStep):
 
 
 class PrecisionGibbs(CopulaGibbsStep):
-    """Residual precisions ``prec`` = sigma^-2 of the free-scale columns (gamma full
-    conditional); multinomial-probit utility columns keep sigma = 1."""
+    """Residual precisions ``prec`` = sigma^-2 of the free-scale columns.
+
+    Drawn from their gamma full conditional; multinomial-probit utility columns keep
+    sigma = 1.
+    """
 
     name = "precision_gibbs"
     targets = ("prec",)
@@ -560,7 +619,9 @@ class PrecisionGibbs(CopulaGibbsStep):
 
 
 class InterceptGibbs(CopulaGibbsStep):
-    """Intercepts of the categorical columns, each drawn with its column's latent values
+    """Intercepts of the categorical columns, with their latent values integrated out.
+
+    Intercepts of the categorical columns, each drawn with its column's latent values
     integrated out (slice sampling, :func:`~bayesynth.samplers.kernels.draw_alpha_collapsed`);
     then, for the categorical columns (those of levels with at most ``rare_share`` of the
     records; all by default), intercept and loadings jointly by an exact Metropolis-Hastings
@@ -650,15 +711,33 @@ class InterceptGibbs(CopulaGibbsStep):
         point[self._zkey] = z
         s.io["alpha"].put(point, alpha[s.level_cols])
 
-    def step(self, point):  # noqa: D102
+    def step(self, point):
+        """Apply this step's update to a shallow copy of ``point``.
+
+        Parameters
+        ----------
+        point : dict of str to numpy.ndarray
+            Current values of the model's value variables, keyed by name.
+
+        Returns
+        -------
+        new_point : dict of str to numpy.ndarray
+            The point after the update.
+        stats : list of dict
+            One dict of sampler statistics: ``tune`` and ``accept_rows``, the share of
+            columns whose joint intercept-and-loadings proposal was accepted in the latest
+            row move (1 before any row move).
+        """
         new = dict(point)
         self._update(new)
         return new, [{"tune": self.tune, "accept_rows": self._accept}]
 
 
 class ColumnScaleMove(CopulaGibbsStep):
-    """Parameter-expansion move: rescale each rescalable latent column and its parameters
-    jointly (rank-likelihood ordered columns and ``"rpl"`` level columns).
+    """Parameter-expansion move: rescale each rescalable latent column and its parameters.
+
+    Each column is rescaled jointly with its parameters (rank-likelihood ordered columns and
+    ``"rpl"`` level columns).
 
     Not a block of the paper's sampler but an exact extra move (see
     :func:`bayesynth.samplers.kernels.draw_column_scale`) that removes the slow random walk of
@@ -720,10 +799,12 @@ class ColumnScaleMove(CopulaGibbsStep):
 
 
 class UtilityScaleMove(CopulaGibbsStep):
-    """Joint scale move of each multinomial-probit block: its utilities, intercepts and loading
-    rows are multiplied by c, c^2 drawn exactly from its gamma conditional (see
-    :func:`bayesynth.samplers.kernels.draw_utility_scale`). Needs zero-mean normal priors on
-    ``Lambda`` and ``alpha``."""
+    """Joint scale move of each multinomial-probit block.
+
+    Its utilities, intercepts and loading rows are multiplied by c, c^2 drawn exactly from its
+    gamma conditional (see :func:`bayesynth.samplers.kernels.draw_utility_scale`). Needs
+    zero-mean normal priors on ``Lambda`` and ``alpha``.
+    """
 
     name = "utility_scale_move"
     targets = ("z", "Lambda", "alpha")
@@ -761,8 +842,11 @@ class UtilityScaleMove(CopulaGibbsStep):
 
 
 class TranslationMove(CopulaGibbsStep):
-    """Location move of each ordered latent column: z_.j += b_j with b_j drawn exactly from its
-    normal conditional (see :func:`bayesynth.samplers.kernels.draw_translation`)."""
+    """Location move of each ordered latent column.
+
+    z_.j += b_j with b_j drawn exactly from its normal conditional (see
+    :func:`bayesynth.samplers.kernels.draw_translation`).
+    """
 
     name = "translation_move"
     targets = ("z",)
@@ -785,9 +869,11 @@ class TranslationMove(CopulaGibbsStep):
 
 
 class WarpMove(CopulaGibbsStep):
-    """Monotone warp of each ordered column with many distinct values (sinh-arcsinh flow at a
-    random record's value; an exact generalised Gibbs step, see
-    :func:`~bayesynth.samplers.kernels.draw_warp`)."""
+    """Monotone warp of each ordered column with many distinct values.
+
+    A sinh-arcsinh flow at a random record's value; an exact generalised Gibbs step, see
+    :func:`~bayesynth.samplers.kernels.draw_warp`.
+    """
 
     name = "warp_move"
     targets = ("z",)
@@ -814,10 +900,12 @@ class WarpMove(CopulaGibbsStep):
 
 
 class FactorScaleMove(CopulaGibbsStep):
-    """Parameter-expansion move on each factor: its scores times c, its loadings divided by c,
-    c^2 drawn exactly from its generalised inverse Gaussian conditional (see
-    :func:`~bayesynth.samplers.kernels.draw_factor_scale`). Needs a zero-mean normal prior on
-    ``Lambda``."""
+    """Parameter-expansion move on each factor.
+
+    Its scores times c, its loadings divided by c, c^2 drawn exactly from its generalised
+    inverse Gaussian conditional (see :func:`~bayesynth.samplers.kernels.draw_factor_scale`).
+    Needs a zero-mean normal prior on ``Lambda``.
+    """
 
     name = "factor_scale_move"
     targets = ("eta", "Lambda")
@@ -837,10 +925,12 @@ class FactorScaleMove(CopulaGibbsStep):
 
 
 class RotationMove(CopulaGibbsStep):
-    """Exact Metropolis rotations of each pair of factors (loadings and scores together), with
-    the local shrinkage integrated out and then redrawn (see
+    """Exact Metropolis rotations of each pair of factors (loadings and scores together).
+
+    The local shrinkage is integrated out and then redrawn (see
     :func:`~bayesynth.samplers.kernels.draw_rotation`). Needs the multiplicative gamma process
-    prior, ``Lambda ~ N(0, 1/(phi cumprod(delta)))`` with ``phi ~ Gamma(nu/2, nu/2)``."""
+    prior, ``Lambda ~ N(0, 1/(phi cumprod(delta)))`` with ``phi ~ Gamma(nu/2, nu/2)``.
+    """
 
     name = "rotation_move"
     targets = ("Lambda", "eta", "phi")
@@ -863,14 +953,31 @@ class RotationMove(CopulaGibbsStep):
         s.io["eta"].put(point, eta)
         s.io["phi"].put(point, phi)
 
-    def step(self, point):  # noqa: D102
+    def step(self, point):
+        """Apply this step's update to a shallow copy of ``point``.
+
+        Parameters
+        ----------
+        point : dict of str to numpy.ndarray
+            Current values of the model's value variables, keyed by name.
+
+        Returns
+        -------
+        new_point : dict of str to numpy.ndarray
+            The point after the update.
+        stats : list of dict
+            One dict of sampler statistics: ``tune`` and ``accept_rotation``, the share of
+            rotation proposals accepted.
+        """
         new = dict(point)
         self._update(new)
         return new, [{"tune": self.tune, "accept_rotation": self._accept}]
 
 
 class MarginalLoadingsHMC(CopulaGibbsStep):
-    """Hamiltonian move on the loadings and residual precisions with the factor scores
+    """Hamiltonian move on the loadings and residual precisions, the factor scores integrated out.
+
+    Hamiltonian move on the loadings and residual precisions with the factor scores
     integrated out, then the scores redrawn (see
     :func:`~bayesynth.samplers.kernels.draw_loadings_hmc`).
 
@@ -933,7 +1040,23 @@ class MarginalLoadingsHMC(CopulaGibbsStep):
             self._t += 1
             self._log_eps += (self._accept - self.target_accept) / (self._t + 10) ** 0.6
 
-    def step(self, point):  # noqa: D102
+    def step(self, point):
+        """Apply this step's update to a shallow copy of ``point``.
+
+        Parameters
+        ----------
+        point : dict of str to numpy.ndarray
+            Current values of the model's value variables, keyed by name.
+
+        Returns
+        -------
+        new_point : dict of str to numpy.ndarray
+            The point after the update.
+        stats : list of dict
+            One dict of sampler statistics: ``tune``, ``accept_hmc`` (the Metropolis
+            acceptance probability of the trajectory) and ``step_size_hmc`` (the current
+            leapfrog step size, before its jitter).
+        """
         new = dict(point)
         self._update(new)
         return new, [{"tune": self.tune, "accept_hmc": self._accept,
