@@ -30,7 +30,14 @@ from bayesynth.models.metadata import attach_metadata, model_metadata
 from bayesynth.models.priors import PriorFactory, Priors
 from bayesynth.schema import Schema, encode_levels, infer_schema, validate_data
 
-__all__ = ["bart_rank_regression", "BartDesign", "training_matrix"]
+__all__ = ["bart_rank_regression", "BartDesign", "training_matrix", "SWAPPABLE_PRIORS"]
+
+#: Names whose prior a user may replace through ``priors=`` (see :func:`bart_rank_regression`),
+#: with their defaults.
+SWAPPABLE_PRIORS: dict[str, str] = {
+    "sigma": "sigma = prec^-1/2 with prec ~ Gamma(a_sigma, b_sigma), a scalar (conjugate: "
+             "the Gibbs step of bayesynth.samplers.bart_steps.RankRegressionGibbs)",
+}
 
 
 @dataclass(frozen=True)
@@ -181,22 +188,25 @@ def bart_rank_regression(
     a_sigma, b_sigma : float
         Shape and rate of the Gamma prior on ``prec = sigma^-2`` (conjugate: a Gibbs step).
     priors : mapping, optional
-        Replacement priors by name (:mod:`bayesynth.models.priors`); swappable names:
-        none yet: the latent-data step needs the conjugate precision
-        ``prec ~ Gamma(a_sigma, b_sigma)``; set ``a_sigma`` and ``b_sigma`` instead.
+        Replacement priors by name (:mod:`bayesynth.models.priors`). Swappable name:
+        ``"sigma"``, the residual scale (a positive scalar, called with dims ``()``; default
+        ``sigma = prec^-1/2`` with ``prec ~ Gamma(a_sigma, b_sigma)``). With a replaced
+        ``sigma`` the model has no ``prec``; the latent-data step still redraws ``z`` exactly
+        and PyMC's own step (NUTS) samples the scale (:func:`bayesynth.steps` warns).
 
     Returns
     -------
     pymc.Model
-        Data ``z`` (record), the BART variable ``f`` (record), ``prec`` and ``sigma``, and the
-        observed ``z_obs``. The covariates are :func:`training_matrix` of the model.
+        Data ``z`` (record), the BART variable ``f`` (record), ``prec`` (default prior only)
+        and ``sigma``, and the observed ``z_obs``. The covariates are :func:`training_matrix`
+        of the model.
 
     References
     ----------
     Feldman & Kowal (2022), section 5; Chipman, George & McCulloch (2010), BART, *Annals of
     Applied Statistics* 4(1); Quiroga et al. (2022), pymc-bart.
     """
-    Priors("bart_rank_regression", priors, {})
+    priors = Priors("bart_rank_regression", priors, SWAPPABLE_PRIORS)
     import pymc_bart as pmb
 
     schema = infer_schema(data) if schema is None else schema
@@ -225,8 +235,12 @@ def bart_rank_regression(
         # X is a plain array: pymc-bart handles missing covariates, pm.Data does not.
         f = pmb.BART("f", X=X.copy(), Y=z0, m=m, alpha=alpha, beta=beta,
                      split_rules=design.split_rules(), dims="record")
-        prec = pm.Gamma("prec", alpha=a_sigma, beta=b_sigma)
-        sigma = pm.Deterministic("sigma", 1.0 / pt.sqrt(prec))
+
+        def default_sigma():
+            prec = pm.Gamma("prec", alpha=a_sigma, beta=b_sigma)
+            return pm.Deterministic("sigma", 1.0 / pt.sqrt(prec))
+
+        sigma = priors.get("sigma", "sigma", None, default_sigma)
         pm.Normal("z_obs", mu=f, sigma=sigma, observed=z, dims="record")
     register_layout(model, layout)
     attach_metadata("bart_design", X, model)

@@ -30,7 +30,15 @@ from bayesynth.models.priors import PriorFactory, Priors
 from bayesynth.privacy import NoisyMarginal, PrivateMarginals
 
 __all__ = ["latent_class_dp_model", "LatentClassSpec", "latent_class_spec", "cell_labels",
-           "stick_breaking", "FULL_TABLE_LIMIT"]
+           "stick_breaking", "FULL_TABLE_LIMIT", "SWAPPABLE_PRIORS"]
+
+#: Names whose prior a user may replace through ``priors=`` (see :func:`latent_class_dp_model`),
+#: with their defaults.
+SWAPPABLE_PRIORS: dict[str, str] = {
+    "v": "Beta(1, alpha) stick-breaking fractions of the class weights, dims stick (k > 1)",
+    "psi": "Dirichlet(psi_prior) level probabilities of each class, one variable psi_<var> "
+           "per variable, dims (class, <var>)",
+}
 
 FULL_TABLE_LIMIT = 4096
 """Tables with at most this many cells get a ``cell_prob`` deterministic in the trace."""
@@ -174,10 +182,16 @@ def latent_class_dp_model(
         table has at most :data:`FULL_TABLE_LIMIT` cells; otherwise compute any table from the
         posterior with :func:`bayesynth.synthesis.latent_class.full_table_probabilities`).
     priors : mapping, optional
-        Replacement priors by name (:mod:`bayesynth.models.priors`); swappable names:
-        none yet: the data-augmentation steps need the conjugate stick-breaking
-        Beta(1, alpha) and Dirichlet(psi_prior) priors; set ``alpha`` and ``psi_prior``
-        instead.
+        Replacement priors by name (:mod:`bayesynth.models.priors`). Swappable names:
+        ``"v"``, the stick-breaking fractions (default ``Beta(1, alpha)``, dims ``stick``; only
+        with ``k > 1``), and ``"psi"``, each class's level probabilities (default
+        ``Dirichlet(psi_prior)``): one replacement for every variable, called with the actual
+        name ``psi_<var>`` and dims ``("class", <var>)``. A replacement that is a Beta
+        (for ``v``) or a Dirichlet (for ``psi``) with fixed parameters keeps the conjugate
+        Gibbs step, which reads its parameters from the model; any other prior takes that
+        variable out of :class:`~bayesynth.samplers.latent_class.LatentClassGibbs`, and
+        PyMC's own step (NUTS) samples it while the count moves still apply
+        (:func:`bayesynth.steps` warns).
 
     Returns
     -------
@@ -186,7 +200,7 @@ def latent_class_dp_model(
         ``M_t<i>`` (dims ``cell_t<i>``); observed ``noisy_t<i>``; deterministics ``pi`` and
         ``P_t<i>`` (and ``cell_prob``).
     """
-    Priors("latent_class_dp_model", priors, {})
+    priors = Priors("latent_class_dp_model", priors, SWAPPABLE_PRIORS)
     if isinstance(marginals, PrivateMarginals):
         domain = marginals.domain if domain is None else domain
         n = marginals.n if n is None else n
@@ -227,12 +241,17 @@ def latent_class_dp_model(
         coords["cell"] = cell_labels(variables, domain)
     with pm.Model(coords=coords) as model:
         if k > 1:
-            v = pm.Beta("v", 1.0, alpha, dims="stick")
+            v = priors.get("v", "v", "stick", lambda: pm.Beta("v", 1.0, alpha, dims="stick"))
             pi = pm.Deterministic("pi", stick_breaking(v), dims="class")
         else:
             pi = pm.Deterministic("pi", pt.ones((1,)), dims="class")
-        psi = {var: pm.Dirichlet(f"psi_{var}", a=np.full((k, len(domain[var])), psi_prior),
-                                 dims=("class", var)) for var in variables}
+        psi = {}
+        for var in variables:
+            def default_psi(var=var):
+                return pm.Dirichlet(f"psi_{var}", a=np.full((k, len(domain[var])), psi_prior),
+                                    dims=("class", var))
+
+            psi[var] = priors.get("psi", f"psi_{var}", ("class", var), default_psi)
         for i, t in enumerate(tables):
             P = _table_probabilities(pi, [psi[var] for var in t.variables])
             P = pm.Deterministic(f"P_t{i}", P, dims=f"cell_t{i}")

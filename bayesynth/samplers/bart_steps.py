@@ -2,7 +2,8 @@
 
 * :class:`RankRegressionGibbs` draws the latent data ``z`` (a data container the BART likelihood
   observes) from its truncated normals under the rank constraints, then the residual precision
-  from its gamma full conditional.
+  from its gamma full conditional. When the ``sigma`` prior was replaced (no conjugate
+  ``prec ~ Gamma``), it redraws ``z`` only and PyMC's own step samples the scale.
 * :class:`SeededPGBART` is pymc-bart's particle Gibbs sampler, seeded per chain: PGBART draws from
   NumPy's global random state, so without this two chains (or two runs) with the same
   ``random_seed`` would not give the same draws.
@@ -10,11 +11,14 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numba
 import numpy as np
 import pymc as pm
 import pymc_bart as pmb
 from pymc.model import modelcontext
+from pymc.pytensorf import inputvars
 from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
 from pymc.util import get_random_generator
@@ -108,13 +112,26 @@ class RankRegressionGibbs(BlockedStep):
 
     Updates the data container ``z`` (n,) by one sweep of truncated normals given ``f`` and
     ``sigma`` (rank constraints of the response), then ``prec`` ~ Gamma(a + n/2, b + SSE/2).
+    The gamma update needs the default prior, ``sigma = prec^-1/2`` with
+    ``prec ~ Gamma(a, b)`` of fixed parameters (read from the graph). With any other prior on
+    ``sigma`` (``priors={"sigma": ...}`` of
+    :func:`~bayesynth.models.bart_rank.bart_rank_regression`) the step redraws ``z`` only, still
+    exactly, and leaves the scale's variables to another step (:attr:`conjugate_scale` is
+    False and :attr:`reason` says why).
 
     Parameters
     ----------
     vars : list, optional
-        ``[prec]`` (the default).
+        Ignored: the step updates ``[prec]`` (none without the conjugate prior).
     model : pymc.Model, optional
     rng : RandomGenerator, optional
+
+    Attributes
+    ----------
+    conjugate_scale : bool
+        Whether the step also draws ``prec`` from its gamma full conditional.
+    reason : str or None
+        Why it does not (None when it does).
     """
 
     name = "rank_regression_gibbs"
@@ -125,7 +142,8 @@ class RankRegressionGibbs(BlockedStep):
     def __init__(self, vars=None, *, model=None, rng=None, blocked: bool = True):
         model = modelcontext(model)
         self.layout = registered_layout(model)
-        if self.layout is None or "z" not in model.named_vars or "f" not in model.named_vars:
+        if (self.layout is None or "z" not in model.named_vars or "f" not in model.named_vars
+                or "sigma" not in model.named_vars):
             raise IncompatibleModelError(
                 "RankRegressionGibbs needs a model built by bayesynth.models.bart_rank_regression."
             )
@@ -133,13 +151,46 @@ class RankRegressionGibbs(BlockedStep):
         # Each run starts from the normal scores of the ranks, whatever an earlier run left.
         self._z.set_value(self.layout.initial_z()[:, 0].copy())
         self._f_key = model.rvs_to_values[model["f"]].name
-        prec = model["prec"]
-        self._prec = _ValueIO(model, prec)
-        shape, rate = _fixed_gamma(model, "prec", "RankRegressionGibbs")
-        self._a, self._b = float(np.ravel(shape)[0]), float(np.ravel(rate)[0])
-        self.vars = [model.rvs_to_values[prec]]
+        # sigma as a function of the point, whatever its prior
+        graph = model.replace_rvs_by_values([model["sigma"]])[0]
+        used = set(inputvars(graph))
+        keys = [v.name for v in model.value_vars if v in used]
+        fn = model.compile_fn(graph, inputs=[v for v in model.value_vars if v in used],
+                              point_fn=False)
+        self._sigma = lambda point: fn(*[point[k] for k in keys])
+        self.reason = self._conjugate_precision(model)
+        self.conjugate_scale = self.reason is None
+        if self.conjugate_scale:
+            prec = model["prec"]
+            self._prec = _ValueIO(model, prec)
+            shape, rate = _fixed_gamma(model, "prec", "RankRegressionGibbs")
+            self._a, self._b = float(np.ravel(shape)[0]), float(np.ravel(rate)[0])
+            self.vars = [model.rvs_to_values[prec]]
+        else:
+            self.vars = []
         self.rng = get_random_generator(rng)
         self.tune = True
+
+    def _conjugate_precision(self, model) -> str | None:
+        """None when ``sigma = prec^-1/2`` with a fixed gamma prior on ``prec``; else why not."""
+        why = ("the prior of 'sigma' was replaced; the gamma update needs sigma = prec^-1/2 "
+               "with prec ~ Gamma of fixed parameters")
+        prec = model.named_vars.get("prec")
+        if prec is None or prec not in model.free_RVs or model["sigma"] in model.free_RVs:
+            return why
+        try:
+            _fixed_gamma(model, "prec", "RankRegressionGibbs")
+            io = _ValueIO(model, prec)
+        except IncompatibleModelError as err:
+            return f"{why} ({err})"
+        if tuple(prec.shape.eval()) != ():
+            return why
+        point = dict(model.initial_point())
+        for x in (0.37, 2.9):  # check the graph: sigma must be prec^-1/2
+            io.put(point, np.asarray(x))
+            if not np.allclose(self._sigma(point), x ** -0.5, rtol=1e-10):
+                return why
+        return None
 
     def reset_tuning(self):
         """Start the next chain's latent data from the normal scores of the ranks."""
@@ -147,7 +198,7 @@ class RankRegressionGibbs(BlockedStep):
         self.tune = True
 
     def step(self, point):
-        """Redraw the latent data ``z`` (in its data container), then ``prec``.
+        """Redraw the latent data ``z`` (in its data container), then ``prec`` (if conjugate).
 
         Parameters
         ----------
@@ -157,16 +208,21 @@ class RankRegressionGibbs(BlockedStep):
         Returns
         -------
         new_point : dict
-            ``point`` with the new ``prec``.
+            ``point`` with the new ``prec`` (unchanged without the conjugate prior).
         stats : list of dict
             ``[{"tune": ...}]``.
         """
         new = dict(point)
         f = np.asarray(point[self._f_key], dtype=float).ravel()
-        sd = float(self._prec.get(point)) ** -0.5
+        if self.conjugate_scale:
+            sd = float(self._prec.get(point)) ** -0.5
+        else:
+            sd = float(np.asarray(self._sigma(point)))
         z = np.asarray(self._z.get_value(), dtype=float)[:, None]
         z = draw_z(self.rng, z, f[:, None], np.array([sd]), self.layout)[:, 0]
         self._z.set_value(z)
+        if not self.conjugate_scale:
+            return new, [{"tune": self.tune}]
         resid = z - f
         n = len(z)
         prec = self.rng.gamma(self._a + 0.5 * n, 1.0 / (self._b + 0.5 * resid @ resid))
@@ -213,6 +269,12 @@ def bart_steps(model: pm.Model, random_seed=None, **pgbart_kwargs) -> list:
     -------
     list
         ``[SeededPGBART, RankRegressionGibbs]``.
+
+    Warns
+    -----
+    UserWarning
+        When the ``sigma`` prior was replaced: :class:`RankRegressionGibbs` then redraws the
+        latent data only, and the message names the variables PyMC's own step samples instead.
     """
     from bayesynth.models.bart_rank import training_matrix
 
@@ -227,5 +289,14 @@ def bart_steps(model: pm.Model, random_seed=None, **pgbart_kwargs) -> list:
             seed = int(np.random.SeedSequence(random_seed).generate_state(1)[0])
         np.random.seed(seed)
         _seed_numba(seed)
-    return [SeededPGBART([model["f"]], model=model, **pgbart_kwargs),
-            RankRegressionGibbs(model=model)]
+    found = [SeededPGBART([model["f"]], model=model, **pgbart_kwargs),
+             RankRegressionGibbs(model=model)]
+    if not found[1].conjugate_scale:
+        covered = {v.name for st in found for v in st.vars}
+        leftover = [model.values_to_rvs[v].name for v in model.value_vars
+                    if v.name not in covered]
+        warnings.warn(
+            f"RankRegressionGibbs updates only the latent data z, not the residual scale "
+            f"({found[1].reason}); PyMC's own step (NUTS for continuous variables) samples "
+            f"{leftover} instead.", UserWarning, stacklevel=3)
+    return found

@@ -10,6 +10,10 @@
   full conditionals are then conjugate: ``v_h ~ Beta(1 + N_h, alpha + sum_{l>h} N_l)`` and
   ``psi_j[h] ~ Dirichlet(a + L_j[h])`` with N and L the allocated class and level counts summed
   over the tables (the composite likelihood treats each table as n records of its own).
+  The prior parameters are read from the model, so a replaced prior that is still a Beta
+  (for ``v``) or a Dirichlet (for a ``psi``) with fixed parameters keeps its Gibbs update; a
+  variable with any other prior is left to PyMC's own step (:func:`latent_class_steps` warns),
+  and the step still updates the others exactly given the allocation.
 
 The public R code (BayesLCM) updates pi by a Metropolis step; Gibbs needs no tuning and mixes
 better. A slow reference for checking: ``pm.sample(step=[TrueCountsMetropolis(model=m)])``
@@ -19,6 +23,7 @@ lets PyMC's NUTS update ``v`` and ``psi`` with the same count moves.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numba
 import numpy as np
@@ -26,14 +31,17 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 from pymc.model import modelcontext
+from pymc.pytensorf import inputvars
 from pymc.step_methods.compound import BlockedStep, Competence
 from pymc.util import get_random_generator
+from pytensor.tensor.random.basic import BetaRV, DirichletRV
 
 from bayesynth.errors import IncompatibleModelError
 from bayesynth.models.latent_class_dp import latent_class_spec
-from bayesynth.samplers.steps import CopulaGibbsState
+from bayesynth.samplers.steps import CopulaGibbsState, _constant, _dist_params, _is_constant
 
-__all__ = ["TrueCountsMetropolis", "LatentClassGibbs", "latent_class_steps", "count_moves"]
+__all__ = ["TrueCountsMetropolis", "LatentClassGibbs", "latent_class_steps", "count_moves",
+           "conjugate_priors"]
 
 
 @numba.njit(cache=True)
@@ -111,13 +119,11 @@ class _LatentClassStep(BlockedStep):
         raise NotImplementedError
 
     def _setup(self, model) -> None:
-        spec = self.spec
-        outs = [model[name] for name in self._outputs()]
-        names = (["v"] if spec.k > 1 else []) + [f"psi_{v}" for v in spec.variables]
-        inputs = [model.rvs_to_values[model[name]] for name in names]
+        outs = model.replace_rvs_by_values([model[name] for name in self._outputs()])
+        used = set(inputvars(outs))  # v and psi, or whatever replaced priors depend on
+        inputs = [x for x in model.value_vars if x in used]
         self._input_keys = [x.name for x in inputs]
-        fn = model.compile_fn(model.replace_rvs_by_values(outs), inputs=inputs,
-                              point_fn=False)
+        fn = model.compile_fn(outs, inputs=inputs, point_fn=False)
         self._probs = lambda point: fn(*[point[k] for k in self._input_keys])
 
     @staticmethod
@@ -195,14 +201,78 @@ def _forward(model, rv):
     return lambda v: fn(np.asarray(v, dtype=np.float64))
 
 
+def conjugate_priors(model: pm.Model) -> tuple[dict[str, tuple], dict[str, str]]:
+    """Split a latent class model's ``v`` and ``psi_<var>`` by whether their prior is conjugate.
+
+    Conjugate for :class:`LatentClassGibbs`: ``v`` a Beta and each ``psi_<var>`` a Dirichlet,
+    free variables with fixed parameters of the right shape (the defaults, or replacements
+    through ``priors=`` of the same families).
+
+    Parameters
+    ----------
+    model : pymc.Model
+        A model from :func:`~bayesynth.models.latent_class_dp.latent_class_dp_model`.
+
+    Returns
+    -------
+    params : dict
+        Variable name to its prior parameters: ``(a, b)`` of shape ``(k - 1,)`` for ``v``,
+        ``(a,)`` of shape ``(k, levels)`` for ``psi_<var>``.
+    reasons : dict
+        Variable name to why its prior is not conjugate.
+
+    Raises
+    ------
+    bayesynth.errors.IncompatibleModelError
+        If the model was not built by ``latent_class_dp_model``.
+    """
+    spec = latent_class_spec(model)
+    if spec is None:
+        raise IncompatibleModelError("conjugate_priors needs a model from latent_class_dp_model.")
+    wanted = {f"psi_{v}": (DirichletRV, "Dirichlet", (spec.k, len(spec.levels[v])))
+              for v in spec.variables}
+    if spec.k > 1:
+        wanted = {"v": (BetaRV, "Beta", (spec.k - 1,)), **wanted}
+    params: dict[str, tuple] = {}
+    reasons: dict[str, str] = {}
+    for name, (op, family, shape) in wanted.items():
+        rv = model[name]
+        why = f"'{name}' has a prior other than a {family} with fixed parameters"
+        if (rv not in model.free_RVs or not isinstance(rv.owner.op, op)
+                or not all(_is_constant(g) for g in _dist_params(rv))):
+            reasons[name] = why
+            continue
+        try:
+            params[name] = tuple(np.broadcast_to(_constant(g), shape).copy()
+                                 for g in _dist_params(rv))
+        except ValueError:
+            reasons[name] = f"{why} of shape {shape}"
+    return params, reasons
+
+
 class LatentClassGibbs(_LatentClassStep):
-    """Data-augmentation Gibbs step for the weights ``v`` (hence ``pi``) and every ``psi``."""
+    """Data-augmentation Gibbs step for the weights ``v`` (hence ``pi``) and every ``psi``.
+
+    Only the variables whose prior is conjugate (:func:`conjugate_priors`) are updated, with
+    the prior parameters read from the model; the allocation uses every current ``psi`` and
+    ``pi`` whatever their priors.
+
+    Raises
+    ------
+    bayesynth.errors.IncompatibleModelError
+        When no variable has a conjugate prior.
+    """
 
     name = "latent_class_gibbs"
 
     def _targets(self, model):
-        names = [f"psi_{v}" for v in self.spec.variables]
-        return (["v"] if self.spec.k > 1 else []) + names
+        self._params, self.skipped = conjugate_priors(model)
+        if not self._params:
+            raise IncompatibleModelError(
+                "LatentClassGibbs needs a Beta prior with fixed parameters on 'v' or a "
+                "Dirichlet prior with fixed parameters on some psi_<var>; here "
+                + "; ".join(self.skipped.values()) + ".")
+        return list(self._params)
 
     def _outputs(self):
         return ["pi"] + [f"psi_{v}" for v in self.spec.variables]
@@ -210,9 +280,8 @@ class LatentClassGibbs(_LatentClassStep):
     def _setup(self, model):
         super()._setup(model)
         spec = self.spec
-        self._keys = {name: model.rvs_to_values[model[name]].name
-                      for name in self._targets(model)}
-        self._fwd = {name: _forward(model, model[name]) for name in self._targets(model)}
+        self._keys = {name: model.rvs_to_values[model[name]].name for name in self._params}
+        self._fwd = {name: _forward(model, model[name]) for name in self._params}
         self._M_keys = [model.rvs_to_values[model[f"M_t{i}"]].name
                         for i in range(len(spec.tables))]
         # level code of every cell of every table, per variable of the table
@@ -225,6 +294,7 @@ class LatentClassGibbs(_LatentClassStep):
     def _update(self, point):
         spec = self.spec
         out = self._probs(point)
+        params = self._params
         pi = np.asarray(out[0], dtype=np.float64)
         psi = {v: np.asarray(p, dtype=np.float64) for v, p in zip(spec.variables, out[1:])}
         N = np.zeros(spec.k)
@@ -240,14 +310,16 @@ class LatentClassGibbs(_LatentClassStep):
             N += alloc.sum(0)
             for j, v in enumerate(t):
                 np.add.at(L[v].T, codes[j], alloc)
-        if spec.k > 1:
+        if "v" in params:
+            a, b = params["v"]
             tail = np.cumsum(N[::-1])[::-1]  # sum_{l >= h} N_l
-            v_new = self.rng.beta(1.0 + N[:-1], spec.alpha + tail[1:])
+            v_new = self.rng.beta(a + N[:-1], b + tail[1:])
             v_new = np.clip(v_new, 1e-12, 1 - 1e-12)
             point[self._keys["v"]] = self._fwd["v"](v_new)
         for v in spec.variables:
-            draw = _dirichlet_rows(self.rng, spec.psi_prior + L[v])
-            point[self._keys[f"psi_{v}"]] = self._fwd[f"psi_{v}"](draw)
+            if f"psi_{v}" in params:
+                draw = _dirichlet_rows(self.rng, params[f"psi_{v}"][0] + L[v])
+                point[self._keys[f"psi_{v}"]] = self._fwd[f"psi_{v}"](draw)
         return 1.0
 
 
@@ -265,7 +337,9 @@ def latent_class_steps(model: pm.Model | None = None, *, reference: bool = False
     """Build the steps :func:`bayesynth.sample` assigns to a latent class model.
 
     Gibbs for pi and psi (:class:`LatentClassGibbs`), Metropolis for the counts
-    (:class:`TrueCountsMetropolis`).
+    (:class:`TrueCountsMetropolis`). A variable whose prior was replaced by a non-conjugate
+    one (:func:`conjugate_priors`) is left out of the Gibbs step (which is not used at all
+    when none is left); PyMC's own step samples it.
 
     Parameters
     ----------
@@ -278,9 +352,28 @@ def latent_class_steps(model: pm.Model | None = None, *, reference: bool = False
     Returns
     -------
     list of BlockedStep
+
+    Warns
+    -----
+    UserWarning
+        When a replaced prior takes variables out of :class:`LatentClassGibbs`; the message
+        names them and what samples them instead.
     """
     model = modelcontext(model)
     steps: list[BlockedStep] = [TrueCountsMetropolis(model=model)]
-    if not reference:
+    if reference:
+        return steps
+    params, reasons = conjugate_priors(model)
+    if params:
         steps.insert(0, LatentClassGibbs(model=model))
+    if reasons:
+        covered = {x.name for st in steps for x in st.vars}
+        leftover = [model.values_to_rvs[x].name for x in model.value_vars
+                    if x.name not in covered]
+        what = (f"LatentClassGibbs does not update {list(reasons)}" if params
+                else "LatentClassGibbs is not used")
+        warnings.warn(
+            f"{what} ({'; '.join(reasons.values())}); PyMC's own step (NUTS "
+            f"for continuous variables) samples {leftover} instead; the count moves "
+            "(TrueCountsMetropolis) still apply.", UserWarning, stacklevel=3)
     return steps
