@@ -55,8 +55,8 @@ class LatentClassSpec:
     log_q: tuple[float, ...]               # log of each table's geometric parameter
     n: int
     k: int
-    alpha: float
-    psi_prior: float
+    alpha: float | None                    # None when the prior of v was swapped
+    psi_prior: float | None                # None when the prior of psi was swapped
 
     def table_name(self, t: int) -> str:
         """Return the name suffix of table ``t`` in the model's variables (``"t0"``, ``"t1"``...).
@@ -277,5 +277,6 @@ def latent_class_dp_model(
         variables=variables, levels=domain, tables=tuple(t.variables for t in tables),
         noisy=tuple(np.asarray(t.counts, np.int64).reshape(-1) for t in tables),
         log_q=tuple(-t.epsilon / t.sensitivity for t in tables), n=int(n), k=int(k),
-        alpha=float(alpha), psi_prior=float(psi_prior)), model)
+        alpha=None if "v" in priors.given else float(alpha),
+        psi_prior=None if "psi" in priors.given else float(psi_prior)), model)
     return model

@@ -223,9 +223,11 @@ class LatentClassSynthesizer(Synthesizer):
     k : int, default 10
         Classes of the truncated stick-breaking prior.
     alpha : float, default 1
-        Concentration of the stick-breaking prior.
+        Concentration of the stick-breaking prior (None after :meth:`from_posterior` on a
+        model whose prior of ``v`` was swapped).
     psi_prior : float, default 1
-        Symmetric Dirichlet parameter of each class's level probabilities.
+        Symmetric Dirichlet parameter of each class's level probabilities (None after
+        :meth:`from_posterior` on a model whose prior of ``psi`` was swapped).
     full_table : bool, optional
         Store the full-table cell probabilities in the trace (default: small tables only).
     domain : dict, optional
@@ -364,6 +366,7 @@ class LatentClassSynthesizer(Synthesizer):
         if absent:
             raise IncompatibleModelError(f"The posterior lacks {absent}: pass the InferenceData "
                                          "sampled from this model.")
+        # alpha / psi_prior are None when the model's prior was swapped (priors=)
         settings = {"k": spec.k, "alpha": spec.alpha, "psi_prior": spec.psi_prior, **params}
         obj = cls(**settings)
         obj.model_ = model

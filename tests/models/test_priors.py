@@ -171,3 +171,18 @@ def test_latent_class_conjugate_swap_keeps_gibbs_with_its_own_parameters(release
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         assert _pi_last(model, draws=80, tune=80) > 0.7
+
+
+def test_a_swapped_latent_class_prior_is_not_reported_as_the_default():
+    """After priors={"v": ...} the model's metadata must not claim the Beta(1, alpha) prior."""
+    from bayesynth.models.latent_class_dp import latent_class_spec
+    from bayesynth.privacy import privatize_marginals
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"a": rng.integers(0, 2, 60), "b": rng.integers(0, 3, 60)})
+    rel = privatize_marginals(df, [("a", "b")], epsilon=2.0,
+                              domain={"a": [0, 1], "b": [0, 1, 2]}, random_seed=1)
+    model = bs.models.latent_class_dp_model(
+        rel, k=3, priors={"v": lambda name, dims: pm.Beta(name, 2.0, 2.0, dims=dims)})
+    spec = latent_class_spec(model)
+    assert spec.alpha is None and spec.psi_prior == 1.0
