@@ -350,11 +350,16 @@ class CopulaGibbsStep(BlockedStep):
         new_point : dict of str to numpy.ndarray
             The point after the update.
         stats : list of dict
-            One dict of sampler statistics: ``tune``, whether the step is tuning.
+            One dict of sampler statistics, as declared in ``stats_dtypes_shapes``: ``tune``,
+            whether the step is tuning, and any a subclass adds through :meth:`_stats`.
         """
         new = dict(point)
         self._update(new)
-        return new, [{"tune": self.tune}]
+        return new, [{"tune": self.tune, **self._stats()}]
+
+    def _stats(self) -> dict[str, Any]:
+        """Return the step's own statistics after an update (beyond ``tune``); none here."""
+        return {}
 
     @classmethod
     def competence(cls, var, has_grad):
@@ -470,26 +475,9 @@ class FactorScoresGibbs(CopulaGibbsStep):
             eta = draw_eta(self.rng, z, alpha, Lam, prec)
         s.io["eta"].put(point, eta)
 
-    def step(self, point):
-        """Apply this step's update to a shallow copy of ``point``.
-
-        Parameters
-        ----------
-        point : dict of str to numpy.ndarray
-            Current values of the model's value variables, keyed by name.
-
-        Returns
-        -------
-        new_point : dict of str to numpy.ndarray
-            The point after the update.
-        stats : list of dict
-            One dict of sampler statistics: ``tune`` and ``accept``, the share of records
-            whose collapsed proposal was accepted (1 when the scores are drawn from their
-            normal full conditional).
-        """
-        new = dict(point)
-        self._update(new)
-        return new, [{"tune": self.tune, "accept": self._accept}]
+    def _stats(self) -> dict[str, Any]:
+        """Return ``accept``: acceptance rate of the latest update (1 for the plain block)."""
+        return {"accept": self._accept}
 
 
 class LoadingsGibbs(CopulaGibbsStep):
@@ -711,26 +699,9 @@ class InterceptGibbs(CopulaGibbsStep):
         point[self._zkey] = z
         s.io["alpha"].put(point, alpha[s.level_cols])
 
-    def step(self, point):
-        """Apply this step's update to a shallow copy of ``point``.
-
-        Parameters
-        ----------
-        point : dict of str to numpy.ndarray
-            Current values of the model's value variables, keyed by name.
-
-        Returns
-        -------
-        new_point : dict of str to numpy.ndarray
-            The point after the update.
-        stats : list of dict
-            One dict of sampler statistics: ``tune`` and ``accept_rows``, the share of
-            columns whose joint intercept-and-loadings proposal was accepted in the latest
-            row move (1 before any row move).
-        """
-        new = dict(point)
-        self._update(new)
-        return new, [{"tune": self.tune, "accept_rows": self._accept}]
+    def _stats(self) -> dict[str, Any]:
+        """Return ``accept_rows``: share of row-move proposals accepted (1 before any)."""
+        return {"accept_rows": self._accept}
 
 
 class ColumnScaleMove(CopulaGibbsStep):
@@ -953,25 +924,9 @@ class RotationMove(CopulaGibbsStep):
         s.io["eta"].put(point, eta)
         s.io["phi"].put(point, phi)
 
-    def step(self, point):
-        """Apply this step's update to a shallow copy of ``point``.
-
-        Parameters
-        ----------
-        point : dict of str to numpy.ndarray
-            Current values of the model's value variables, keyed by name.
-
-        Returns
-        -------
-        new_point : dict of str to numpy.ndarray
-            The point after the update.
-        stats : list of dict
-            One dict of sampler statistics: ``tune`` and ``accept_rotation``, the share of
-            rotation proposals accepted.
-        """
-        new = dict(point)
-        self._update(new)
-        return new, [{"tune": self.tune, "accept_rotation": self._accept}]
+    def _stats(self) -> dict[str, Any]:
+        """Return ``accept_rotation``, the share of rotation proposals accepted."""
+        return {"accept_rotation": self._accept}
 
 
 class MarginalLoadingsHMC(CopulaGibbsStep):
@@ -1040,27 +995,9 @@ class MarginalLoadingsHMC(CopulaGibbsStep):
             self._t += 1
             self._log_eps += (self._accept - self.target_accept) / (self._t + 10) ** 0.6
 
-    def step(self, point):
-        """Apply this step's update to a shallow copy of ``point``.
-
-        Parameters
-        ----------
-        point : dict of str to numpy.ndarray
-            Current values of the model's value variables, keyed by name.
-
-        Returns
-        -------
-        new_point : dict of str to numpy.ndarray
-            The point after the update.
-        stats : list of dict
-            One dict of sampler statistics: ``tune``, ``accept_hmc`` (the Metropolis
-            acceptance probability of the trajectory) and ``step_size_hmc`` (the current
-            leapfrog step size, before its jitter).
-        """
-        new = dict(point)
-        self._update(new)
-        return new, [{"tune": self.tune, "accept_hmc": self._accept,
-                      "step_size_hmc": float(np.exp(self._log_eps))}]
+    def _stats(self) -> dict[str, Any]:
+        """Return ``accept_hmc`` and ``step_size_hmc`` (before its jitter) of the last move."""
+        return {"accept_hmc": self._accept, "step_size_hmc": float(np.exp(self._log_eps))}
 
 
 #: The copula steps in the order of one Gibbs sweep.
