@@ -174,6 +174,8 @@ class CopulaStructure:
     level_cols: np.ndarray
     p: int
     k: int
+    #: Results of prior checks shared by several steps (computed once per model).
+    checks: dict[str, Any] = field(default_factory=dict)
 
     @property
     def free(self) -> np.ndarray:
@@ -191,6 +193,49 @@ class CopulaStructure:
 
     def sd(self, point: dict[str, np.ndarray]) -> np.ndarray:
         return np.broadcast_to(np.asarray(self.sd_fn(point), dtype=float).ravel(), (self.p,))
+
+
+def _mgp_nu(model: pm.Model, structure: CopulaStructure, step: str) -> float:
+    """Return nu of the multiplicative gamma process prior on ``Lambda``, checked once per model.
+
+    The prior must be ``Lambda ~ N(0, 1/(phi cumprod(delta)))`` with ``phi ~ Gamma(nu/2,
+    rate=nu/2)`` (fixed parameters); the form of the loadings' sd is checked numerically at a
+    random point.
+
+    Raises
+    ------
+    bayesynth.errors.IncompatibleModelError
+        Naming ``step``, when the model has another prior.
+    """
+    cached = structure.checks.get("mgp_nu")
+    if cached is None:
+        cached = structure.checks["mgp_nu"] = _find_mgp_nu(model, structure)
+    if isinstance(cached, str):
+        raise IncompatibleModelError(f"{step} needs {cached}.")
+    return cached
+
+
+def _find_mgp_nu(model: pm.Model, s: CopulaStructure) -> float | str:
+    if "phi" not in s.io or "delta" not in s.io:
+        return "free variables phi and delta (the multiplicative gamma process prior)"
+    try:
+        shape, rate = _fixed_gamma(model, "phi", "MGP")
+        _, lam_sd = _normal_prior(model, "Lambda", "MGP", zero_mean=True)
+    except IncompatibleModelError:
+        return "phi ~ Gamma(nu/2, rate=nu/2) and a zero-mean normal prior on Lambda"
+    if np.ptp(shape) > 0 or not np.allclose(shape, rate, rtol=1e-6):
+        return "phi ~ Gamma(nu/2, rate=nu/2)"
+    sd_fn = _compile_point_fn(model, lam_sd)
+    rng = np.random.default_rng(7)
+    test = dict(model.initial_point())
+    phi_t = rng.gamma(2.0, size=(s.p, s.k))
+    delta_t = rng.gamma(2.0, size=s.k)
+    s.io["phi"].put(test, phi_t)
+    s.io["delta"].put(test, delta_t)
+    want = 1.0 / np.sqrt(phi_t * np.cumprod(delta_t)[None, :])
+    if not np.allclose(np.broadcast_to(sd_fn(test), (s.p, s.k)), want, rtol=1e-8):
+        return "Lambda ~ N(0, 1/(phi * cumprod(delta)))"
+    return float(2.0 * np.ravel(shape)[0])
 
 
 _STRUCTURES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -496,25 +541,10 @@ class LoadingsGibbs(CopulaGibbsStep):
     def _setup(self, model):
         _, sd = _normal_prior(model, "Lambda", "LoadingsGibbs", zero_mean=True)
         self._prior_sd = _compile_point_fn(model, sd)
-        self._nu = None
-        s = self.structure
-        if "phi" in s.io and "delta" in s.io:
-            try:
-                shape, rate = _fixed_gamma(model, "phi", "LoadingsGibbs")
-            except IncompatibleModelError:
-                return
-            if np.ptp(shape) == 0 and np.allclose(shape, rate, rtol=1e-6):
-                # check that sd(Lambda) = 1 / sqrt(phi * cumprod(delta)) at a random point
-                rng = np.random.default_rng(11)
-                test = dict(model.initial_point())
-                phi_t = rng.gamma(2.0, size=(s.p, s.k))
-                delta_t = rng.gamma(2.0, size=s.k)
-                s.io["phi"].put(test, phi_t)
-                s.io["delta"].put(test, delta_t)
-                want = 1.0 / np.sqrt(phi_t * np.cumprod(delta_t)[None, :])
-                if np.allclose(np.broadcast_to(self._prior_sd(test), (s.p, s.k)), want,
-                               rtol=1e-8):
-                    self._nu = float(2.0 * np.ravel(shape)[0])
+        try:
+            self._nu = _mgp_nu(model, self.structure, "LoadingsGibbs")
+        except IncompatibleModelError:
+            self._nu = None  # any other zero-mean normal prior: row by row
 
     def _update(self, point):
         s = self.structure
@@ -540,29 +570,11 @@ class ShrinkageGibbs(CopulaGibbsStep):
     primary = ("phi", "delta")
 
     def _setup(self, model):
-        shape, rate = _fixed_gamma(model, "phi", "ShrinkageGibbs")
         d_shape, d_rate = _fixed_gamma(model, "delta", "ShrinkageGibbs")
-        if np.ptp(shape) > 0 or not np.allclose(shape, rate, rtol=1e-6):
-            raise IncompatibleModelError("ShrinkageGibbs needs phi ~ Gamma(nu/2, rate=nu/2).")
-        self._nu = float(2.0 * np.ravel(shape)[0])
+        self._nu = _mgp_nu(model, self.structure, "ShrinkageGibbs")
         k = self.structure.k
         self._delta_shape = np.broadcast_to(d_shape, (k,)).astype(float)
         self._delta_rate = np.broadcast_to(d_rate, (k,)).astype(float)
-        # Check numerically that sd(Lambda) = 1 / sqrt(phi * cumprod(delta)).
-        _, lam_sd = _normal_prior(model, "Lambda", "ShrinkageGibbs")
-        sd_fn = _compile_point_fn(model, lam_sd)
-        rng = np.random.default_rng(7)
-        test = dict(model.initial_point())
-        s = self.structure
-        phi_t = rng.gamma(2.0, size=(s.p, k))
-        delta_t = rng.gamma(2.0, size=k)
-        s.io["phi"].put(test, phi_t)
-        s.io["delta"].put(test, delta_t)
-        want = 1.0 / np.sqrt(phi_t * np.cumprod(delta_t)[None, :])
-        if not np.allclose(np.broadcast_to(sd_fn(test), (s.p, k)), want, rtol=1e-8):
-            raise IncompatibleModelError(
-                "ShrinkageGibbs needs Lambda ~ N(0, 1/(phi * cumprod(delta)))."
-            )
 
     def _update(self, point):
         s = self.structure
@@ -910,8 +922,8 @@ class RotationMove(CopulaGibbsStep):
     stats_dtypes_shapes = {"tune": (bool, []), "accept_rotation": (float, [])}
 
     def _setup(self, model):
-        shrink = ShrinkageGibbs(model=model)  # checks the MGP structure, or raises
-        self._nu = shrink._nu
+        _fixed_gamma(model, "delta", "RotationMove")  # as ShrinkageGibbs, which redraws it
+        self._nu = _mgp_nu(model, self.structure, "RotationMove")
         self._accept = 1.0
 
     def _update(self, point):
