@@ -244,6 +244,10 @@ def bart_rank_regression(
         pm.Normal("z_obs", mu=f, sigma=sigma, observed=z, dims="record")
     register_layout(model, layout)
     attach_metadata("bart_design", X, model)
+    # what a synthesizer needs to use this posterior (CopulaSynthesizer.from_posterior)
+    attach_metadata("bart_source", {"response": response, "predictors": predictors,
+                                    "schema": schema, "design": design,
+                                    "values": df[response].copy()}, model)
     return model
 
 

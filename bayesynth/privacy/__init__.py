@@ -9,6 +9,8 @@ This package sits at the start of the data flow for formally private releases.
 * :mod:`~bayesynth.privacy.marginals`: noisy marginal tables, the PrivBayes selection and the
   budget split.
 * :mod:`~bayesynth.privacy.ledger`: every release, what it cost and why, composed.
+* :mod:`~bayesynth.privacy.lipschitz`: record weights, Lipschitz bounds of the pseudo-posterior
+  mechanisms and the epsilon a bound implies.
 
 The pseudo-posterior mechanisms (:class:`bayesynth.synthesis.PseudoPosteriorSynthesizer`) and
 the perturbed histogram record into the same :class:`Ledger`.
@@ -21,6 +23,7 @@ from bayesynth.privacy.geometric import (
     privacy_loss,
 )
 from bayesynth.privacy.ledger import GUARANTEES, Ledger, LedgerEntry
+from bayesynth.privacy.lipschitz import lipschitz_bound, local_epsilon, privacy_weights
 from bayesynth.privacy.marginals import (
     NoisyMarginal,
     PrivateMarginals,
@@ -52,6 +55,9 @@ __all__ = [
     "geometric_noise",
     "geometric_logpmf",
     "privacy_loss",
+    "privacy_weights",
+    "lipschitz_bound",
+    "local_epsilon",
     "Ledger",
     "LedgerEntry",
     "NoisyMarginal",

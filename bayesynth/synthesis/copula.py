@@ -33,7 +33,7 @@ convergence on exactly those.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,7 +45,7 @@ import xarray as xr
 from scipy.special import log_ndtr, ndtr
 from scipy.stats import rankdata
 
-from bayesynth.errors import SchemaError
+from bayesynth.errors import IncompatibleModelError, InvalidParameterError, SchemaError
 from bayesynth.models.layout import MISSING_LEVEL, LatentLayout, mnp_levels
 from bayesynth.models.rank_probit_copula import get_layout, rank_probit_copula
 from bayesynth.rules import rule_mask
@@ -69,7 +69,12 @@ from bayesynth.synthesis.marginals import (
     fit_marginal,
     marginal_from_dict,
 )
-from bayesynth.synthesis.targeted import TARGET_DRAWS, TargetModel, fit_target
+from bayesynth.synthesis.targeted import (
+    TARGET_DRAWS,
+    TargetModel,
+    fit_target,
+    target_from_posterior,
+)
 
 __all__ = ["CopulaSynthesizer", "draw_latent", "CATEGORICAL_MODES"]
 
@@ -288,9 +293,14 @@ class CopulaSynthesizer(Synthesizer):
         Gibbs fallback (see :func:`draw_latent`).
     n_sweeps : int, default 200
         Sweeps of the Gibbs fallback.
+    priors : mapping, optional
+        Replacement priors of the copula by name (the names listed in
+        ``bayesynth.models.rank_probit_copula``'s docstring), each a callable
+        ``(name, dims) -> RV``; see :mod:`bayesynth.models.priors`. Used by :meth:`fit` only
+        (not saved: the posterior they produced is).
     model_kwargs : dict, optional
-        Extra keyword arguments of :func:`bayesynth.models.rank_probit_copula` (priors,
-        hyperparameters, ``ordinal_threshold`` ...).
+        Extra keyword arguments of :func:`bayesynth.models.rank_probit_copula` (hyperparameters,
+        ``ordinal_threshold`` ...).
     progressbar : bool, default True
     cores : int, optional
         Processes for parallel chains.
@@ -312,6 +322,9 @@ class CopulaSynthesizer(Synthesizer):
         Posterior draws kept per target (evenly spaced).
     pgbart_kwargs : dict, optional
         Passed to pymc-bart's PGBART (e.g. ``{"batch": (1.0, 1.0)}``).
+    target_priors : mapping, optional
+        Replacement priors of every target's BART rank regression by name (``"sigma"``; see
+        :func:`bayesynth.models.bart_rank_regression`). Used by :meth:`fit` only.
 
     Attributes
     ----------
@@ -359,6 +372,7 @@ class CopulaSynthesizer(Synthesizer):
         random_seed: int | None = None,
         max_tries: int = 2000,
         n_sweeps: int = 200,
+        priors: Mapping[str, Any] | None = None,
         model_kwargs: dict[str, Any] | None = None,
         progressbar: bool = True,
         cores: int | None = None,
@@ -369,6 +383,7 @@ class CopulaSynthesizer(Synthesizer):
         bart_tune: int | None = None,
         max_target_draws: int = 200,
         pgbart_kwargs: dict[str, Any] | None = None,
+        target_priors: Mapping[str, Any] | None = None,
     ):
         self.schema = schema
         self.n_factors = n_factors
@@ -381,6 +396,7 @@ class CopulaSynthesizer(Synthesizer):
         self.random_seed = random_seed
         self.max_tries = max_tries
         self.n_sweeps = n_sweeps
+        self.priors = priors
         self.model_kwargs = model_kwargs
         self.progressbar = progressbar
         self.cores = cores
@@ -391,6 +407,7 @@ class CopulaSynthesizer(Synthesizer):
         self.bart_tune = bart_tune
         self.max_target_draws = max_target_draws
         self.pgbart_kwargs = pgbart_kwargs
+        self.target_priors = target_priors
 
     # ---------------------------------------------------------------------------------- fit
 
@@ -440,6 +457,12 @@ class CopulaSynthesizer(Synthesizer):
                           if {r.column, *(c for c, _ in r.when)} <= set(copula_cols)])
         kw = {"categorical_likelihood": self.categorical_likelihood,
               "continuous": self.continuous, **(self.model_kwargs or {})}
+        if self.priors is not None:
+            if "priors" in kw:
+                raise InvalidParameterError("priors are given twice (priors= and "
+                                            "model_kwargs['priors']); give them once.",
+                                            column="priors")
+            kw["priors"] = self.priors
         df = as_numbers(df)  # dates as days since 1970-01-01 (a copy; the input is kept)
         model = rank_probit_copula(df[copula_cols], cschema, n_factors=self.n_factors, **kw)
         layout = get_layout(model)
@@ -459,18 +482,22 @@ class CopulaSynthesizer(Synthesizer):
                 draws=self.bart_draws or self.draws, tune=self.bart_tune or self.tune,
                 chains=self.chains, random_seed=int(seeds[j + 1]),
                 max_draws=self.max_target_draws, progressbar=self.progressbar,
-                pgbart_kwargs=self.pgbart_kwargs)
+                pgbart_kwargs=self.pgbart_kwargs, priors=self.target_priors)
             self.targets_.append(tm)
             self.target_idata_[t] = tid
         return self
 
     @classmethod
-    def from_posterior(cls, model, idata: az.InferenceData, **params: Any) -> CopulaSynthesizer:
+    def from_posterior(cls, model, idata: az.InferenceData, *,
+                       targets: Sequence[tuple[Any, az.InferenceData]] = (),
+                       **params: Any) -> CopulaSynthesizer:
         """Make a synthesizer that draws from a posterior you sampled yourself; no refit.
 
         Build the model with :func:`bayesynth.models.rank_probit_copula` (swap priors there),
         sample it (``bs.sample`` or ``pm.sample(model=model, step=bs.steps(model))``), inspect
-        the posterior, and synthesize from that very posterior.
+        the posterior, and synthesize from that very posterior. Key outcomes left out of the
+        copula come with their own sampled BART rank regressions
+        (:func:`bayesynth.models.bart_rank_regression`), in synthesis order.
 
         Parameters
         ----------
@@ -478,9 +505,15 @@ class CopulaSynthesizer(Synthesizer):
             The copula model the posterior belongs to (or a copy of it).
         idata : arviz.InferenceData
             Its posterior (``Lambda``, ``sigma`` and, with categorical columns, ``alpha``).
+        targets : sequence of (pymc.Model, arviz.InferenceData), optional
+            One sampled BART rank regression per target column, in the order they are
+            synthesised: each may use the copula's columns and the targets before it as
+            predictors (as :meth:`fit` builds them), and its response must not be a column of
+            the copula.
         **params
             Synthesis settings of the constructor (``categorical``, ``max_tries``,
-            ``n_sweeps``); fitting settings are ignored.
+            ``n_sweeps``, ``target_draw``, ``max_target_draws``); fitting settings are
+            ignored.
 
         Returns
         -------
@@ -501,7 +534,6 @@ class CopulaSynthesizer(Synthesizer):
         ...                   progressbar=False)  # doctest: +SKIP
         >>> syn = bs.CopulaSynthesizer.from_posterior(model, idata)  # doctest: +SKIP
         """
-        from bayesynth.errors import IncompatibleModelError
         from bayesynth.models.metadata import model_metadata
 
         source = model_metadata(model, "copula_source")
@@ -523,11 +555,33 @@ class CopulaSynthesizer(Synthesizer):
                   if layout.categorical else "mnp", **params)
         obj._check_params()
         obj.idata_ = idata
-        obj.schema_ = schema
         obj.n_rows_ = len(data)
         obj._set_decoder(layout, as_numbers(data), schema)
         obj.targets_ = []
         obj.target_idata_ = {}
+        available = list(schema.names)
+        columns = [schema[c] for c in schema.names]
+        for j, pair in enumerate(targets):
+            if not (isinstance(pair, tuple) and len(pair) == 2):
+                raise InvalidParameterError(
+                    f"targets[{j}] must be a (model, idata) pair of a sampled "
+                    f"bart_rank_regression; got {type(pair).__name__}.", column="targets")
+            tm = target_from_posterior(pair[0], pair[1], max_draws=obj.max_target_draws)
+            if tm.name in available:
+                raise IncompatibleModelError(
+                    f"target '{tm.name}' is already synthesised by the copula (or an earlier "
+                    "target); build the copula without it.")
+            unknown = [p for p in tm.design.predictors if p not in available]
+            if unknown:
+                raise IncompatibleModelError(
+                    f"target '{tm.name}' is regressed on {unknown}, which neither the copula nor "
+                    f"an earlier target synthesises; available: {available}.")
+            obj.targets_.append(tm)
+            obj.target_idata_[tm.name] = pair[1]
+            available.append(tm.name)
+            columns.append(model_metadata(pair[0], "bart_source")["schema"][tm.name])
+        obj.targets = [tm.name for tm in obj.targets_]
+        obj.schema_ = Schema(columns, schema.rules) if obj.targets_ else schema
         return obj
 
     def _set_decoder(self, layout: LatentLayout, df: pd.DataFrame, schema: Schema) -> None:

@@ -23,6 +23,7 @@ import xarray as xr
 from bayesynth.errors import IncompatibleModelError, InputTypeError, SchemaError
 from bayesynth.synthesis.base import (
     Synthesizer,
+    json_ready,
     read_idata,
     read_json,
     select_draws,
@@ -228,6 +229,10 @@ class LatentClassSynthesizer(Synthesizer):
     psi_prior : float, default 1
         Symmetric Dirichlet parameter of each class's level probabilities (None after
         :meth:`from_posterior` on a model whose prior of ``psi`` was swapped).
+    priors : mapping, optional
+        Replacement priors by name (``"v"``, ``"psi"``; see
+        :func:`bayesynth.models.latent_class_dp_model`), each a callable
+        ``(name, dims) -> RV``. Used by :meth:`fit` only (not saved: the posterior is).
     full_table : bool, optional
         Store the full-table cell probabilities in the trace (default: small tables only).
     domain : dict, optional
@@ -273,13 +278,15 @@ class LatentClassSynthesizer(Synthesizer):
     >>> out = syn.sample(m=5, random_seed=2)  # doctest: +SKIP
     """
 
-    def __init__(self, k: int = 10, *, alpha: float = 1.0, psi_prior: float = 1.0,
+    def __init__(self, k: int = 10, *, alpha: float | None = 1.0,
+                 psi_prior: float | None = 1.0, priors: Mapping[str, Any] | None = None,
                  full_table: bool | None = None, domain: Mapping[str, Sequence] | None = None,
                  n: int | None = None, draws: int = 1000, tune: int = 1000, chains: int = 2,
                  random_seed: int | None = None, progressbar: bool = False):
         self.k = k
         self.alpha = alpha
         self.psi_prior = psi_prior
+        self.priors = priors
         self.full_table = full_table
         self.domain = domain
         self.n = n
@@ -317,8 +324,10 @@ class LatentClassSynthesizer(Synthesizer):
                 "confidential records: release = bayesynth.privacy.privatize_marginals(df, "
                 "'select', epsilon, domain=...), then fit(release).")
         model = latent_class_dp_model(data, domain=self.domain, n=self.n, k=self.k,
-                                      alpha=self.alpha, psi_prior=self.psi_prior,
-                                      full_table=self.full_table)
+                                      alpha=1.0 if self.alpha is None else self.alpha,
+                                      psi_prior=1.0 if self.psi_prior is None
+                                      else self.psi_prior,
+                                      full_table=self.full_table, priors=self.priors)
         self.model_ = model
         self.idata_ = bs_sample(model, draws=self.draws, tune=self.tune, chains=self.chains,
                                 random_seed=self.random_seed, progressbar=self.progressbar)
@@ -408,7 +417,8 @@ class LatentClassSynthesizer(Synthesizer):
     # ---------------------------------------------------------------------------- save/load
 
     def _json_params(self) -> dict[str, Any]:
-        params = super()._json_params()
+        params = {k: v for k, v in self.get_params().items() if k != "priors"}
+        params = {k: json_ready(v, k) for k, v in params.items()}
         if params.get("domain") is not None:
             params["domain"] = {str(k): v for k, v in params["domain"].items()}
         return params

@@ -53,9 +53,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pymc as pm
-import xarray as xr
 
-from bayesynth._io import atomic_write
 from bayesynth.errors import (
     IncompatibleModelError,
     InvalidParameterError,
@@ -69,8 +67,13 @@ from bayesynth.models.pseudo_posterior import (
     record_loglik,
 )
 from bayesynth.privacy import Ledger, LedgerEntry, censor_bound, check_epsilon, check_neighbours
+from bayesynth.privacy.lipschitz import (  # re-exported
+    lipschitz_bound,
+    local_epsilon,
+    privacy_weights,
+    record_bounds,
+)
 from bayesynth.privacy.neighbours import release_rng
-from bayesynth.samplers.sampling import sample as bs_sample
 from bayesynth.synthesis._pseudo_posterior_io import (
     factory_path,
     read_pseudo_posterior,
@@ -78,6 +81,11 @@ from bayesynth.synthesis._pseudo_posterior_io import (
 )
 from bayesynth.synthesis.base import Synthesizer, json_ready, select_draws
 from bayesynth.synthesis.histogram import PerturbedHistogramSynthesizer  # re-exported
+from bayesynth.synthesis.weight_calibration import (  # re-exported
+    WeightCalibration,
+    _sample,
+    calibrate_weights,
+)
 
 __all__ = [
     "MECHANISMS",
@@ -96,276 +104,6 @@ MECHANISMS = ("unweighted", "weighted", "weighted_e", "censor_uw", "censor_w")
 _NEEDS_EPSILON = ("weighted_e", "censor_uw", "censor_w")
 _ASSUMES = ("fixed public priors; the released data are draws from the posterior predictive; "
             "exact posterior draws assumed (MCMC approximates them)")
-
-
-# ----------------------------------------------------------------------------- weights and bounds
-
-
-def _weights_from_bounds(s: np.ndarray, lo: float, hi: float, c1: float, c2: float
-                         ) -> np.ndarray:
-    """Compute alpha = clip(c1 (hi - s) / (hi - lo) + c2, 0, 1), 0 where s is not finite."""
-    s = np.asarray(s, dtype=float)
-    finite = np.isfinite(s)
-    alpha = np.zeros_like(s)
-    if hi > lo:
-        alpha[finite] = np.clip((hi - s[finite]) / (hi - lo), 0.0, 1.0)
-    else:
-        alpha[finite] = 1.0
-    alpha = np.clip(c1 * alpha + c2, 0.0, 1.0)
-    alpha[~finite] = 0.0
-    return alpha
-
-
-def _record_bounds(loglik: np.ndarray) -> np.ndarray:
-    with np.errstate(invalid="ignore", over="ignore"):
-        return np.max(np.abs(loglik), axis=0)
-
-
-def privacy_weights(loglik: np.ndarray, c1: float = 1.0, c2: float = 0.0) -> np.ndarray:
-    """Record weights from per-draw log-likelihoods (S, n) of an unweighted fit.
-
-    With the record-level bound ``s_i = max_s |f_s(x_i)|``, the weight decreases linearly in it
-    and is scaled into [0, 1]: ``alpha_i = (max s - s_i) / (max s - min s)`` (all 1 when every
-    s_i is equal), then ``alpha_i = clip(c1 alpha_i + c2, 0, 1)``, and ``alpha_i = 0`` where
-    s_i is not finite. This is the form Savitsky, Williams & Hu use for "alpha_i inversely
-    related to sup |f|". A literal ``1/s_i`` min-max scaling was tried first: one record with
-    s_i near 0 then dominates and almost every weight collapses to 0 (on Beta(0.5, 3) data,
-    max-ECDF 0.32 against 0.03 unweighted).
-
-    Weights computed this way depend on every record (through the fit and through min and max
-    of s): they give only a local / asymptotic guarantee. :class:`WeightCalibration` gives
-    weights that depend on each record alone.
-
-    Parameters
-    ----------
-    loglik : numpy.ndarray, shape (S, n)
-    c1, c2 : float
-        Scale and shift.
-
-    Returns
-    -------
-    numpy.ndarray, shape (n,)
-    """
-    s = _record_bounds(loglik)
-    finite = np.isfinite(s)
-    lo, hi = (s[finite].min(), s[finite].max()) if finite.any() else (0.0, 0.0)
-    return _weights_from_bounds(s, lo, hi, c1, c2)
-
-
-def lipschitz_bound(loglik: np.ndarray, weights: np.ndarray,
-                    censor: float | None = None) -> float:
-    """Empirical per-record bound: max over draws s and records i of |alpha_i f_s(x_i)|.
-
-    Censored at ``censor`` (the bound c) where censoring applies; records with weight 0
-    contribute 0. Computed from the confidential data: a diagnostic, not a guarantee.
-
-    Parameters
-    ----------
-    loglik : numpy.ndarray, shape (S, n)
-    weights : numpy.ndarray, shape (n,)
-    censor : float, optional
-
-    Returns
-    -------
-    float
-    """
-    with np.errstate(invalid="ignore"):
-        prod = np.where(weights[None, :] > 0, np.abs(loglik) * weights[None, :], 0.0)
-    if censor is not None:
-        prod = np.minimum(prod, censor)
-    return float(np.nanmax(prod)) if prod.size else 0.0
-
-
-def local_epsilon(delta: float, neighbours: str = "change_one") -> float:
-    """Return the epsilon a per-record bound ``delta`` would give if it held for every dataset.
-
-    The inverse of :func:`bayesynth.privacy.censor_bound`: 4 delta under change-one neighbours,
-    2 delta under add/remove (the paper's ``epsilon_x = 2 Delta`` is the add/remove figure).
-
-    Parameters
-    ----------
-    delta : float
-    neighbours : {"change_one", "add_remove"}
-
-    Returns
-    -------
-    float
-    """
-    return float(delta) * (4.0 if check_neighbours(neighbours) == "change_one" else 2.0)
-
-
-# ----------------------------------------------------------------------------- calibration
-
-
-@dataclass(eq=False)
-class WeightCalibration:
-    """A weight function fitted on reference data, for strict censor_w releases.
-
-    The weight of a record depends on that record alone: ``s(x) = max |f_theta(x)|`` over the
-    posterior draws of an unweighted fit to the *reference* data (public, or a historical
-    release), then ``alpha(x) = clip(c1 clip((s_high - s(x)) / (s_high - s_low), 0, 1) + c2,
-    0, 1)`` with ``s_low``, ``s_high`` the range of s over the reference records. Because no
-    other confidential record enters alpha(x), censoring at c makes each draw strictly
-    epsilon-DP (Hu, Savitsky & Williams 2022 recommend a historical database for this step).
-
-    Attributes
-    ----------
-    c1, c2 : float
-        Scale and shift of the weights (c1 chosen on the reference data).
-    epsilon : float
-        The privacy target; later fits censor at it.
-    neighbours : str
-    s_low, s_high : float
-    reference_draws : xarray.Dataset
-        Posterior draws of the reference fit (dim ``sample``).
-    reference_local_epsilon : float
-        :func:`local_epsilon` of the weighted fit on the reference data.
-    n_reference : int
-    """
-
-    c1: float
-    c2: float
-    epsilon: float
-    neighbours: str
-    s_low: float
-    s_high: float
-    reference_draws: xr.Dataset = field(repr=False)
-    reference_local_epsilon: float = math.nan
-    n_reference: int = 0
-
-    def weights(self, model: pm.Model) -> np.ndarray:
-        """Compute the weights of the records a model was built on (one per record).
-
-        Parameters
-        ----------
-        model : pymc.Model
-            Built by the same factory as the reference fit.
-
-        Returns
-        -------
-        numpy.ndarray
-        """
-        loglik = record_loglik(model, self.reference_draws)
-        return _weights_from_bounds(_record_bounds(loglik), self.s_low, self.s_high, self.c1,
-                                    self.c2)
-
-    def save(self, path) -> None:
-        """Write the calibration as netCDF (draws) with its settings as attributes.
-
-        Parameters
-        ----------
-        path : path-like
-            The netCDF file, written atomically.
-        """
-        ds = self.reference_draws.copy()
-        ds.attrs = {"c1": self.c1, "c2": self.c2, "epsilon": self.epsilon,
-                    "neighbours": self.neighbours, "s_low": self.s_low, "s_high": self.s_high,
-                    "reference_local_epsilon": self.reference_local_epsilon,
-                    "n_reference": self.n_reference, "bayesynth_object": "WeightCalibration"}
-        atomic_write(path, lambda p: ds.to_netcdf(p, engine="h5netcdf"))
-
-    @classmethod
-    def load(cls, path) -> WeightCalibration:
-        """Read a calibration written by :meth:`save`.
-
-        Parameters
-        ----------
-        path : path-like
-            The netCDF file.
-
-        Returns
-        -------
-        WeightCalibration
-        """
-        with xr.open_dataset(path, engine="h5netcdf") as ds:
-            ds = ds.load()
-        a = dict(ds.attrs)
-        ds.attrs = {}
-        return cls(float(a["c1"]), float(a["c2"]), float(a["epsilon"]), str(a["neighbours"]),
-                   float(a["s_low"]), float(a["s_high"]), ds,
-                   float(a["reference_local_epsilon"]), int(a["n_reference"]))
-
-
-def _draw_subset(idata, max_draws: int | None, seed) -> xr.Dataset:
-    post = idata.posterior.stack(sample=("chain", "draw"))
-    S = post.sizes["sample"]
-    idx = np.arange(S)
-    if max_draws is not None and max_draws < S:
-        idx = np.sort(np.random.default_rng(seed).choice(S, max_draws, replace=False))
-    sub = post.isel(sample=idx).drop_vars(["sample", "chain", "draw"])
-    return sub.assign_coords(sample=np.arange(len(idx)))
-
-
-def calibrate_weights(
-    reference_data,
-    factory: Callable[..., pm.Model],
-    epsilon: float,
-    *,
-    neighbours: str = "change_one",
-    c2: float = 0.0,
-    c1_grid: tuple[float, ...] = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3),
-    draws: int = 500,
-    tune: int = 500,
-    chains: int = 2,
-    random_seed: int | None = None,
-    factory_kwargs: dict[str, Any] | None = None,
-    max_loglik_draws: int = 500,
-) -> WeightCalibration:
-    """Fit a record-level weight function on reference data (the periodic-release recipe).
-
-    The unweighted model is fitted to ``reference_data``; its draws define each record's bound
-    s(x) and the range (s_low, s_high). The weighted mechanism is then fitted on the reference
-    data for each c1 in ``c1_grid`` (largest first), and the first c1 whose
-    :func:`local_epsilon` is at most ``epsilon`` is kept (the smallest tried if none is), so
-    that censoring rarely binds on data like the reference. Use the result with
-    ``PseudoPosteriorSynthesizer(mechanism="censor_w", calibration=...)`` on confidential data:
-    the weights then depend on each record alone and the release is strictly epsilon-DP.
-
-    Parameters
-    ----------
-    reference_data : DataFrame or array
-        Public or historical data (not the confidential data to be released).
-    factory : callable
-    epsilon : float
-    neighbours : {"change_one", "add_remove"}, default "change_one"
-    c2 : float, default 0
-    c1_grid : tuple of float
-    draws, tune, chains : int
-    random_seed : int, optional
-        Seeds the reference fits (the reference data are not confidential).
-    factory_kwargs : dict, optional
-    max_loglik_draws : int, default 500
-        Reference draws kept to evaluate s(x).
-
-    Returns
-    -------
-    WeightCalibration
-    """
-    epsilon = check_epsilon(epsilon)
-    check_neighbours(neighbours)
-    if not c1_grid:
-        raise InvalidParameterError("c1_grid is empty; give at least one scale.",
-                                    column="c1_grid")
-    kw = dict(factory_kwargs or {})
-    seeds = np.random.SeedSequence(random_seed).generate_state(len(c1_grid) + 1)
-    model = factory(reference_data, None, None, **kw)
-    idata = _sample(model, draws, tune, chains, int(seeds[0]), False)
-    ref_draws = _draw_subset(idata, max_loglik_draws, int(seeds[0]))
-    s = _record_bounds(record_loglik(model, ref_draws))
-    finite = s[np.isfinite(s)]
-    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 0.0)
-    best = None
-    for c1, seed in zip(c1_grid, seeds[1:]):
-        w = _weights_from_bounds(s, lo, hi, c1, c2)
-        wmodel = factory(reference_data, w, None, **kw)
-        widata = _sample(wmodel, draws, tune, chains, int(seed), False)
-        L = record_loglik(wmodel, widata, max_draws=max_loglik_draws, random_seed=int(seed))
-        loc = local_epsilon(lipschitz_bound(L, w), neighbours)
-        best = WeightCalibration(float(c1), float(c2), epsilon, neighbours, lo, hi, ref_draws,
-                                 loc, int(len(s)))
-        if loc <= epsilon:
-            break
-    return best
 
 
 # ----------------------------------------------------------------------------- the synthesizer
@@ -400,13 +138,6 @@ class PseudoPosteriorDiagnostics:
     n_truncated: int
     n_censored: int
     idata: Any = field(repr=False)
-
-
-def _sample(model, draws, tune, chains, seed, progressbar):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return bs_sample(model, draws=draws, tune=tune, chains=chains, random_seed=seed,
-                         progressbar=progressbar)
 
 
 class PseudoPosteriorSynthesizer(Synthesizer):
@@ -711,7 +442,7 @@ class PseudoPosteriorSynthesizer(Synthesizer):
                 shared[key] = self._fit_model(data, w, None, int(seeds[1]))
             model, idata, L = shared[key]
             if mech == "weighted_e":
-                over = _record_bounds(L) * w > c
+                over = record_bounds(L) * w > c
                 n_trunc = int(over.sum())
                 w = np.where(over, 0.0, w)
                 model, idata, L = self._fit_model(data, w, None, int(seeds[2]))
@@ -727,7 +458,7 @@ class PseudoPosteriorSynthesizer(Synthesizer):
                 w = privacy_weights(uw[2], self.c1, self.c2)
             model, idata, L = self._fit_model(data, w, censor, int(seeds[1]))
         delta = lipschitz_bound(L, w, censor)
-        n_cens = int(np.sum(_record_bounds(L) * w > censor)) if censor else 0
+        n_cens = int(np.sum(record_bounds(L) * w > censor)) if censor else 0
         self.model_ = model
         self.idata_ = idata
         self.column_ = _name(data, observed_name(model))
@@ -924,7 +655,7 @@ class PseudoPosteriorSynthesizer(Synthesizer):
         obj._check_model(model, data, mech)
         L = record_loglik(model, idata, max_draws=obj.max_loglik_draws, random_seed=0)
         delta = lipschitz_bound(L, w, c)
-        n_cens = int(np.sum(_record_bounds(L) * w > c)) if c is not None else 0
+        n_cens = int(np.sum(record_bounds(L) * w > c)) if c is not None else 0
         obj._data = data
         obj._n = int(len(values))
         obj._seeded = False

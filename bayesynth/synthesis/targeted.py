@@ -13,22 +13,25 @@ record is stored.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pymc as pm
 import xarray as xr
 from scipy.special import ndtr
 
-from bayesynth.errors import SchemaError
+from bayesynth.errors import IncompatibleModelError, SchemaError
 from bayesynth.models.bart_rank import BartDesign, bart_rank_regression
+from bayesynth.models.metadata import model_metadata
 from bayesynth.samplers.sampling import sample as bs_sample
 from bayesynth.schema import Schema, encode_levels
 from bayesynth.synthesis.bart_forest import BartForest
 from bayesynth.synthesis.marginals import DiscreteMarginal, SmoothMarginal
 
-__all__ = ["TargetModel", "fit_target", "TARGET_DRAWS"]
+__all__ = ["TargetModel", "fit_target", "target_from_posterior", "TARGET_DRAWS"]
 
 #: How a target's regression function is drawn per synthetic dataset.
 TARGET_DRAWS = ("proper", "posterior_mean")
@@ -170,10 +173,12 @@ def fit_target(
     max_draws: int = 200,
     progressbar: bool = True,
     pgbart_kwargs: dict[str, Any] | None = None,
+    priors: Mapping[str, Any] | None = None,
 ) -> tuple[TargetModel, Any]:
     """Fit the BART rank regression of ``target`` and keep what synthesis needs.
 
-    At most ``max_draws`` evenly spaced posterior draws are kept (each holds m trees).
+    Builds :func:`~bayesynth.models.bart_rank_regression`, samples it with
+    :func:`bayesynth.sample` and hands the posterior to :func:`target_from_posterior`.
 
     Parameters
     ----------
@@ -197,24 +202,69 @@ def fit_target(
         Show PyMC's progress bar.
     pgbart_kwargs : dict, optional
         Passed to pymc-bart's PGBART.
+    priors : mapping, optional
+        Replacement priors of the regression by name (its ``SWAPPABLE_PRIORS``: ``"sigma"``).
 
     Returns
     -------
     TargetModel
     arviz.InferenceData
         The fit's trace (sigma, prec).
+
+    Raises
+    ------
+    bayesynth.errors.SchemaError
+        If the target has missing values.
     """
-    col = schema[target]
     if df[target].isna().any():
         raise SchemaError(
             f"Target '{target}' has missing values; BART targeting needs a complete response. "
             "Leave it in the copula (which models missingness) or impute it first.",
             column=target)
-    model = bart_rank_regression(df, target, predictors, schema, m=m)
+    model = bart_rank_regression(df, target, predictors, schema, m=m, priors=priors)
     idata = bs_sample(model, draws=draws, tune=tune, chains=chains, random_seed=random_seed,
                       progressbar=progressbar, pgbart_kwargs=pgbart_kwargs)
-    forest = BartForest.from_model(model)
-    sigma_all = idata.posterior["sigma"].stack(s=("chain", "draw")).values
+    return target_from_posterior(model, idata, max_draws=max_draws), idata
+
+
+def target_from_posterior(model: pm.Model, idata: Any, *, max_draws: int = 200) -> TargetModel:
+    """Keep what synthesis needs from a BART rank regression you sampled yourself.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        A model from :func:`~bayesynth.models.bart_rank_regression`, after sampling (its
+        BART variable holds the sampled trees).
+    idata : arviz.InferenceData
+        The posterior sampled from it (``sigma``).
+    max_draws : int, default 200
+        Largest number of posterior draws kept (evenly spaced; each holds m trees).
+
+    Returns
+    -------
+    TargetModel
+
+    Raises
+    ------
+    bayesynth.errors.IncompatibleModelError
+        If the model was not built by :func:`~bayesynth.models.bart_rank_regression`, has no
+        sampled trees, or the posterior lacks ``sigma``.
+    """
+    source = model_metadata(model, "bart_source")
+    if source is None:
+        raise IncompatibleModelError(
+            "This model was not built by bayesynth.models.bart_rank_regression.")
+    post = getattr(idata, "posterior", None)
+    if post is None or "sigma" not in post:
+        raise IncompatibleModelError("The posterior lacks 'sigma': pass the InferenceData "
+                                     "sampled from this BART model.")
+    try:
+        forest = BartForest.from_model(model)
+    except RuntimeError as err:
+        raise IncompatibleModelError(str(err)) from None
+    target, schema, design = source["response"], source["schema"], source["design"]
+    col = schema[target]
+    sigma_all = post["sigma"].stack(s=("chain", "draw")).values
     if len(sigma_all) != forest.n_draws:
         warnings.warn(f"{forest.n_draws} stored tree draws for {len(sigma_all)} trace draws of "
                       f"'{target}'; pairing them in order.", RuntimeWarning, stacklevel=2)
@@ -222,9 +272,7 @@ def fit_target(
     keep = np.unique(np.linspace(0, min(forest.n_draws, len(sigma_all)) - 1, n_keep).astype(int))
     forest = _subset(forest, keep)
     sigma = sigma_all[keep]
-    design = BartDesign.from_schema(schema, predictors)
-    X = design.matrix(df)
-    f_train = forest.predict(X)
+    f_train = forest.predict(model_metadata(model, "bart_design"))
     grids, cdfs = [], []
     for d in range(forest.n_draws):
         g, c = _latent_cdf_grid(f_train[d], sigma[d])
@@ -233,16 +281,16 @@ def fit_target(
     g, c = _latent_cdf_grid(f_train.mean(0), float(sigma.mean()))
     grids.append(g)
     cdfs.append(c)
+    y = source["values"]
     if col.type in ("binary", "ordinal"):
-        codes = encode_levels(df[target], col)
+        codes = encode_levels(y, col)
         marginal: DiscreteMarginal | SmoothMarginal = DiscreteMarginal.fit(codes[codes >= 0])
     elif col.type == "continuous":
-        x = df[target].to_numpy(float)
-        marginal = SmoothMarginal.fit(x, integer=pd.api.types.is_integer_dtype(df[target]))
+        marginal = SmoothMarginal.fit(y.to_numpy(float),
+                                      integer=pd.api.types.is_integer_dtype(y))
     else:
-        marginal = DiscreteMarginal.fit(df[target].to_numpy(float))
-    tm = TargetModel(target, design, forest, sigma, np.array(grids), np.array(cdfs), marginal)
-    return tm, idata
+        marginal = DiscreteMarginal.fit(y.to_numpy(float))
+    return TargetModel(target, design, forest, sigma, np.array(grids), np.array(cdfs), marginal)
 
 
 def _subset(forest: BartForest, keep: np.ndarray) -> BartForest:

@@ -124,3 +124,87 @@ def test_cart_smooths_numeric_donors_like_synthpop(rng):
     assert s["k"].dtype == df["k"].dtype and (s["k"] >= df["k"].min()).all()
     with pytest.raises(Exception, match="smoothing"):
         CartSynthesizer(smoothing="kde").fit(df)
+
+
+def test_from_posterior_with_a_bart_target_you_sampled(tmp_path):
+    """Copula posterior + a BART target's posterior, both sampled by the user (the target with
+    a swapped sigma prior): from_posterior synthesizes from them, keeps the interaction, and
+    round-trips through save/load."""
+    import pymc as pm
+
+    from bayesynth.errors import IncompatibleModelError
+
+    df = _interaction_data(n=400)
+    copula = bs.models.rank_probit_copula(df[["x1", "x2"]], n_factors=1)
+    bart = bs.models.bart_rank_regression(
+        df, "y", ["x1", "x2"], m=50,
+        priors={"sigma": lambda name, dims: pm.HalfNormal(name, 1.0)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cid = bs.sample(copula, draws=100, tune=100, chains=1, random_seed=1,
+                        progressbar=False)
+        bid = bs.sample(bart, draws=300, tune=300, chains=1, random_seed=2, progressbar=False)
+    assert "prec" not in bid.posterior  # the swapped prior was sampled
+    syn = bs.CopulaSynthesizer.from_posterior(copula, cid, targets=[(bart, bid)],
+                                              max_target_draws=50)
+    assert syn.targets == ["y"] and syn.target_idata_["y"] is bid
+    assert syn.targets_[0].sigma.shape == (50,)
+    np.testing.assert_allclose(
+        syn.targets_[0].sigma, bid.posterior["sigma"].values.ravel()[
+            np.unique(np.linspace(0, 299, 50).astype(int))])
+    out = syn.sample(m=3, random_seed=5)
+    assert list(out[0].columns) == ["x1", "x2", "y"]
+    assert out[0]["y"].dtype == df["y"].dtype and ks_distance(df["y"], out[0]["y"]) < 0.1
+    comp = regression_inference(df, out, FORMULA)
+    est = np.mean([t.loc["x1:x2", "estimate"] for t in comp.synthetic])
+    assert est > 0.5 * comp.real.loc["x1:x2", "estimate"]  # BART's interaction is used
+    back = bs.CopulaSynthesizer.load(syn.save(tmp_path / "t"))
+    for a, b in zip(out, back.sample(m=3, random_seed=5)):
+        pd.testing.assert_frame_equal(a, b)
+    # a target the copula already synthesises, or one regressed on a column nobody makes
+    for cols, match in ((["x1", "x2", "y"], "already synthesised"),
+                        (["x1"], r"regressed on \['x2'\]")):
+        other = bs.models.rank_probit_copula(df[cols], n_factors=1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            oid = bs.sample(other, draws=5, tune=5, chains=1, random_seed=1, progressbar=False)
+        with pytest.raises(IncompatibleModelError, match=match):
+            bs.CopulaSynthesizer.from_posterior(other, oid, targets=[(bart, bid)])
+    with pytest.raises(IncompatibleModelError, match="bart_rank_regression"):
+        bs.CopulaSynthesizer.from_posterior(copula, cid, targets=[(copula, cid)])
+
+
+def test_synthesizer_priors_reach_the_copula_and_the_targets(monkeypatch):
+    """priors= swaps a copula prior and target_priors= the targets' BART sigma prior."""
+    import pymc as pm
+
+    from bayesynth.errors import InvalidParameterError
+
+    df = _interaction_data(n=80)
+    half = {"sigma": lambda name, dims: pm.HalfNormal(name, 1.0, dims=dims)}
+    kw = dict(draws=10, tune=10, chains=1, random_seed=1, progressbar=False, bart_m=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        syn = bs.CopulaSynthesizer(targets=["y"], target_priors=half, **kw).fit(df)
+        default = bs.CopulaSynthesizer(targets=["y"], **kw).fit(df)
+    assert "prec" in default.target_idata_["y"].posterior
+    assert "prec" not in syn.target_idata_["y"].posterior
+    with pytest.raises(InvalidParameterError, match="given twice"):
+        bs.CopulaSynthesizer(priors=half, model_kwargs={"priors": half}).fit(df)
+    import bayesynth.synthesis.copula as copula_module
+
+    seen = []
+
+    def spy(*args, **kwargs):
+        model = bs.models.rank_probit_copula(*args, **kwargs)
+        seen.append(type(model["alpha"].owner.op).__name__)
+        return model
+
+    monkeypatch.setattr(copula_module, "rank_probit_copula", spy)
+    alpha = {"alpha": lambda name, dims: pm.StudentT(name, nu=3, mu=0, sigma=1, dims=dims)}
+    cat = bs.datasets.simulate_child_health(n=80, random_seed=1)[["m_race", "read"]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bs.CopulaSynthesizer(priors=alpha, n_factors=1, draws=5, tune=5, chains=1,
+                             random_seed=1, progressbar=False).fit(cat)
+    assert seen == ["StudentTRV"]
