@@ -1744,6 +1744,47 @@ def draw_loadings_hmc(
     return Lambda, theta, accept
 
 
+@numba.njit(cache=True)
+def _rotation_sweep(Lam, R, tau, nu, rounds, walk, unif, log_u):  # pragma: no cover - compiled
+    """Metropolis rotations of every pair of factors (see :func:`draw_rotation`), in place.
+
+    Returns the number of accepted proposals; ``Lam`` and the accumulated rotation ``R`` are
+    updated in place.
+    """
+    p, k = Lam.shape
+    c = -0.5 * (nu + 1.0)
+    S = np.zeros(k)  # S[h] = sum_j log1p(tau_h lambda_jh^2 / nu), kept current
+    for h in range(k):
+        for j in range(p):
+            S[h] += math.log1p(tau[h] * Lam[j, h] * Lam[j, h] / nu)
+    t = 0
+    n_acc = 0
+    for _ in range(rounds):
+        for h in range(k):
+            for g in range(h + 1, k):
+                for kind in range(2):
+                    theta = walk[t] if kind == 0 else unif[t]
+                    ct, st = math.cos(theta), math.sin(theta)
+                    sh = 0.0
+                    sg = 0.0
+                    for j in range(p):
+                        a, b = Lam[j, h], Lam[j, g]
+                        a2, b2 = ct * a - st * b, st * a + ct * b
+                        sh += math.log1p(tau[h] * a2 * a2 / nu)
+                        sg += math.log1p(tau[g] * b2 * b2 / nu)
+                    if log_u[t, kind] < c * (sh + sg - S[h] - S[g]):
+                        n_acc += 1
+                        S[h], S[g] = sh, sg
+                        for j in range(p):
+                            a, b = Lam[j, h], Lam[j, g]
+                            Lam[j, h], Lam[j, g] = ct * a - st * b, st * a + ct * b
+                        for j in range(k):
+                            a, b = R[j, h], R[j, g]
+                            R[j, h], R[j, g] = ct * a - st * b, st * a + ct * b
+                t += 1
+    return n_acc
+
+
 def draw_rotation(
     rng: np.random.Generator,
     Lambda: np.ndarray,
@@ -1797,32 +1838,18 @@ def draw_rotation(
     acceptance : float
         Share of proposals accepted.
     """
-    Lambda = np.array(Lambda, dtype=float, copy=True)
+    Lambda = np.array(Lambda, dtype=np.float64, copy=True)
     eta = np.asarray(eta, dtype=float)
     k = Lambda.shape[1]
-    tau = np.asarray(tau, dtype=float)
-    c = -0.5 * (nu + 1.0)
-
-    def logp2(a, b, th, tl):
-        return c * (np.log1p(th * a * a / nu).sum() + np.log1p(tl * b * b / nu).sum())
-
-    n_prop = n_acc = 0
+    tau = np.asarray(tau, dtype=np.float64)
+    n_pairs = rounds * k * (k - 1) // 2
+    # two proposals per pair and round (random walk, then uniform), in sweep order
+    walk = step * rng.standard_normal(n_pairs)
+    unif = math.pi * (rng.random(n_pairs) - 0.5)
+    log_u = np.log(rng.random((n_pairs, 2)))
     R = np.eye(k)  # the accumulated rotation, applied to the scores once at the end
-    pairs = [(h, g) for _ in range(rounds) for h in range(k) for g in range(h + 1, k)]
-    for h, g in pairs:
-        for kind in (0, 1):
-            theta = (step * rng.standard_normal() if kind == 0
-                     else math.pi * (rng.random() - 0.5))
-            ct, st = math.cos(theta), math.sin(theta)
-            a, b = Lambda[:, h], Lambda[:, g]
-            a2, b2 = ct * a - st * b, st * a + ct * b
-            log_r = logp2(a2, b2, tau[h], tau[g]) - logp2(a, b, tau[h], tau[g])
-            n_prop += 1
-            if math.log(rng.random()) < log_r:
-                n_acc += 1
-                Lambda[:, h], Lambda[:, g] = a2, b2
-                rh, rg = R[:, h].copy(), R[:, g].copy()
-                R[:, h], R[:, g] = ct * rh - st * rg, st * rh + ct * rg
+    n_acc = _rotation_sweep(Lambda, R, tau, float(nu), rounds, walk, unif, log_u)
+    n_prop = 2 * n_pairs
     if n_acc:
         eta = eta @ R
     phi = rng.gamma(0.5 * (nu + 1.0), 1.0 / (0.5 * (nu + tau[None, :] * Lambda**2)))
