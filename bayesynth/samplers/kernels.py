@@ -1062,24 +1062,28 @@ def _redraw_column(st, sp, zj, mean, s, kind, bound):  # pragma: no cover - comp
 
 
 @numba.njit(cache=True)
-def _row_terms(m, kind, bound, inv_sd, need, g, w):  # pragma: no cover - compiled
-    """Return sum_i log Phi(t_i) with t_i = +-(m_i - bound_i) / sd, and row derivatives.
+def _row_target(theta, X, kind, bound, inv_sd, mu0, P0, grad, H, need):  # pragma: no cover
+    """Return the log target of one categorical column's (alpha, lambda).
 
-    With ``need``, each row's gradient and (negative) curvature weight with respect to m_i are
-    written into ``g`` and ``w``.
-
-    Rows with kind 0 carry no information; rows with t_i > 8.3 have Phi(t_i) = 1 to double
-    precision. Both get g = w = 0.
+    With ``need`` also its gradient and Hessian (written into ``grad`` and ``H``). Rows with
+    kind 0 carry no information.
     """
+    n, d = X.shape
     val = 0.0
-    for i in range(m.shape[0]):
-        g[i] = 0.0
-        w[i] = 0.0
+    if need:
+        for a in range(d):
+            grad[a] = 0.0
+            for b in range(d):
+                H[a, b] = 0.0
+    for i in range(n):
         if kind[i] == 0:
             continue
+        m = 0.0
+        for a in range(d):
+            m += X[i, a] * theta[a]
         sg = 1.0 if kind[i] > 0 else -1.0
-        t = sg * (m[i] - bound[i]) * inv_sd
-        if t > 8.3:
+        t = sg * (m - bound[i]) * inv_sd
+        if t > 8.3:  # Phi(t) = 1 to double precision: no contribution
             continue
         lphi = _log_ndtr(t)
         val += lphi
@@ -1088,29 +1092,21 @@ def _row_terms(m, kind, bound, inv_sd, need, g, w):  # pragma: no cover - compil
                 r = math.exp(-0.5 * t * t - lphi) * 0.3989422804014327
             else:
                 r = -t
-            g[i] = sg * r * inv_sd
-            w[i] = r * (r + t) * inv_sd * inv_sd
-    return val
-
-
-def _row_target(theta, X, kind, bound, inv_sd, mu0, P0, grad, H, need):
-    """Return the log target of one categorical column's (alpha, lambda).
-
-    ``sum_i log Phi(+-(x_i' theta - bound_i) / sd)`` plus the normal prior ``N(mu0, P0^-1)``;
-    with ``need`` also its gradient and Hessian, written into ``grad`` and ``H``. The per-row
-    terms are compiled (:func:`_row_terms`); the O(n d^2) Hessian ``-X' diag(w) X`` is one
-    BLAS product.
-    """
-    n = X.shape[0]
-    g = np.empty(n)
-    w = np.empty(n)
-    val = _row_terms(X @ theta, kind, bound, float(inv_sd), need, g, w)
-    da = theta - mu0
-    val -= 0.5 * float(np.sum(P0 * da * da))
-    if need:
-        grad[:] = X.T @ g - P0 * da
-        H[:] = -((X.T * w) @ X)
-        H[np.diag_indices_from(H)] -= P0
+            g = sg * r * inv_sd
+            w = r * (r + t) * inv_sd * inv_sd
+            for a in range(d):
+                xa = X[i, a]
+                grad[a] += g * xa
+                for b in range(a + 1):
+                    H[a, b] -= w * xa * X[i, b]
+    for a in range(d):
+        da = theta[a] - mu0[a]
+        val -= 0.5 * P0[a] * da * da
+        if need:
+            grad[a] -= P0[a] * da
+            H[a, a] -= P0[a]
+            for b in range(a):
+                H[b, a] = H[a, b]
     return val
 
 
