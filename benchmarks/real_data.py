@@ -7,6 +7,9 @@ Printed per dataset and synthesizer:
 
 * worst KS: the largest Kolmogorov-Smirnov distance over count and continuous columns;
 * worst TV: the largest total-variation distance over level columns;
+* KS / TV column (floor): the column with the worst distance and, in brackets, its noise floor:
+  the mean distance between the training column and a bootstrap sample of it of the same size
+  (what a generator of exactly the training distribution scores on one synthetic table);
 * new values: discrete columns (at most 50 distinct values) whose synthetic values include
   one the real column does not have; integer: whether every integer column came back integer;
 * rules broken: synthetic records breaking a rule stated in the schema (SD2011: the
@@ -98,12 +101,20 @@ def load(name: str) -> tuple[pd.DataFrame, bs.Schema, str]:
     raise ValueError(name)
 
 
+def _noise_floor(train, c, distance, rng, reps=20) -> float:
+    """Mean distance between the training column and a bootstrap sample of it: what a perfect
+    generator of the training distribution scores on one synthetic table of the same size."""
+    x = train[c].dropna().to_numpy()
+    return float(np.mean([distance(pd.Series(x), pd.Series(rng.choice(x, len(train[c]))))
+                          for _ in range(reps)]))
+
+
 def measure(train, hold, syn, schema, formula, seed) -> dict:
-    ks, tv, new_values, integer = [], [], [], True
+    ks, tv, new_values, integer = {}, {}, [], True
     for c in schema.names:
         col = schema[c]
         if col.type in ("count", "continuous"):
-            ks.append(ks_distance(train[c], syn[c]))
+            ks[c] = ks_distance(train[c], syn[c])
             real_vals = set(train[c].dropna().unique())
             if len(real_vals) <= 50 and not set(syn[c].dropna().unique()) <= real_vals:
                 new_values.append(c)
@@ -111,7 +122,7 @@ def measure(train, hold, syn, schema, formula, seed) -> dict:
                 x = pd.to_numeric(syn[c], errors="coerce").dropna().to_numpy(float)
                 integer &= bool(np.all(x == np.round(x)))
         else:
-            tv.append(tv_distance(train[c], syn[c]))
+            tv[c] = tv_distance(train[c], syn[c])
             if not set(syn[c].dropna().unique()) <= set(train[c].dropna().unique()):
                 new_values.append(c)
     broken = sum(r.broken(syn)[1] for r in schema.rules)
@@ -119,7 +130,15 @@ def measure(train, hold, syn, schema, formula, seed) -> dict:
     auc = propensity_auc(train, syn, schema=schema, random_seed=seed)
     comp = regression_inference(train, [syn], formula)
     dcr = distance_to_closest_record(train, syn, hold, schema=schema)
-    return {"worst KS": max(ks) if ks else np.nan, "worst TV": max(tv) if tv else np.nan,
+    rng = np.random.default_rng(seed)
+    worst_ks = max(ks, key=ks.get) if ks else None
+    worst_tv = max(tv, key=tv.get) if tv else None
+    return {"worst KS": ks[worst_ks] if ks else np.nan,
+            "KS column (floor)": "-" if worst_ks is None else
+            f"{worst_ks} ({_noise_floor(train, worst_ks, ks_distance, rng):.3f})",
+            "worst TV": tv[worst_tv] if tv else np.nan,
+            "TV column (floor)": "-" if worst_tv is None else
+            f"{worst_tv} ({_noise_floor(train, worst_tv, tv_distance, rng):.3f})",
             "new values": ",".join(new_values) or "-", "integer": integer,
             "rules broken": broken, "S_pMSE": prop.s_pmse, "AUC": auc, "CIO": comp.mean_cio,
             "DCR ratio": dcr.ratio, "copies": dcr.exact_copy_share}

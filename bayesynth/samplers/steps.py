@@ -633,10 +633,13 @@ class InterceptGibbs(CopulaGibbsStep):
     The plain Gibbs updates move a categorical column's intercept and loadings by O(1/sqrt(n))
     per iteration whatever their posterior spread; for rare levels, whose parameters are
     uncertain, that makes them mix very slowly; so do the strongly correlated utilities of an
-    ordinal variable treated as unordered. The joint move costs O(n k^2) per column (a few
-    Newton steps to the mode), so it is given to the columns in order of rarity while their
-    total cost n (k + 1)^2 (number of columns) stays below ``row_budget`` (5e7, about 0.1 s an
-    iteration); the other columns have their intercepts alone collapsed. With more than
+    ordinal variable treated as unordered. The joint move costs O(n k^2) per column (two
+    Newton searches to a mode, about 16 evaluations of the Hessian), so it is given to the
+    columns in order of rarity while their total cost n (k + 1)^2 (number of columns) stays
+    below ``row_budget`` (5e7); the other columns have their intercepts alone collapsed.
+    Measured on one core: 13 columns at n = 20,000, k = 8 (cost 2.1e7) take 0.29 s an
+    iteration, 5 columns at n = 5,000, k = 41 (SD2011) 0.075 s; at n = 2,000 a few
+    milliseconds. With more than
     ``max_columns`` categorical columns, a random subset of that many has its intercept
     collapsed each iteration (a random scan of exact moves).
     """
