@@ -65,6 +65,7 @@ from bayesynth.samplers.kernels import (
     draw_mgp,
     draw_prec,
     draw_rotation,
+    draw_score_translation,
     draw_translation,
     draw_utility_scale,
     draw_warp,
@@ -84,6 +85,7 @@ __all__ = [
     "UtilityScaleMove",
     "TranslationMove",
     "WarpMove",
+    "ScoreTranslationMove",
     "FactorScaleMove",
     "RotationMove",
     "MarginalLoadingsHMC",
@@ -885,6 +887,48 @@ class WarpMove(CopulaGibbsStep):
         point[self._zkey] = z
 
 
+class ScoreTranslationMove(CopulaGibbsStep):
+    """Translation of every record's factor scores, with the intercepts and columns following.
+
+    ``eta_i += d``, categorical intercepts ``alpha_j -= lambda_j' d`` and rank-likelihood
+    columns ``z_.j += lambda_j' d``, with d drawn exactly from its normal conditional (see
+    :func:`~bayesynth.samplers.kernels.draw_score_translation`). Needs a normal prior on
+    ``alpha`` (when the model has categorical columns).
+    """
+
+    name = "score_translation_move"
+    targets = ("eta", "z")
+
+    def _setup(self, model):
+        self._mu = self._sd = None
+        if "alpha" in model.named_vars:
+            mu, sd = _normal_prior(model, "alpha", "ScoreTranslationMove")
+            self._mu = _compile_point_fn(model, mu)
+            self._sd = _compile_point_fn(model, sd)
+            self.vars = [*self.vars, model.rvs_to_values[model["alpha"]]]
+        self._zkey = model.rvs_to_values[model["z"]].name
+        self._rank = np.asarray(self.structure.layout.rank_columns, dtype=np.int64)
+
+    def _update(self, point):
+        s = self.structure
+        pm_ = np.zeros(s.p)
+        ps = np.ones(s.p)
+        if self._mu is not None:
+            pm_[s.level_cols] = np.broadcast_to(self._mu(point), (len(s.level_cols),))
+            ps[s.level_cols] = np.broadcast_to(self._sd(point), (len(s.level_cols),))
+        z = point[self._zkey]
+        Lam, eta, alpha = s.value(point, "Lambda"), s.value(point, "eta"), s.alpha_full(point)
+        d = draw_score_translation(self.rng, z, alpha, Lam, eta, s.sd(point), s.layout, pm_, ps)
+        s.io["eta"].put(point, eta + d)
+        if self._mu is not None:
+            s.io["alpha"].put(point, (alpha - Lam @ d)[s.level_cols])
+        if len(self._rank):
+            if not (z.flags.f_contiguous and z.flags.writeable):
+                z = np.array(z, order="F", dtype=np.float64, copy=True)
+            z[:, self._rank] += Lam[self._rank] @ d
+            point[self._zkey] = z
+
+
 class FactorScaleMove(CopulaGibbsStep):
     """Parameter-expansion move on each factor.
 
@@ -1027,6 +1071,7 @@ COPULA_STEPS: tuple[type[CopulaGibbsStep], ...] = (
     UtilityScaleMove,
     TranslationMove,
     WarpMove,
+    ScoreTranslationMove,
     FactorScaleMove,
     RotationMove,
     MarginalLoadingsHMC,

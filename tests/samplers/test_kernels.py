@@ -600,3 +600,46 @@ def test_categorical_rows_with_scores_integrated_out_target_the_marginal_probit(
         assert abs(x.mean() - mean) < 4.5 * sdv / np.sqrt(ess), (i, x.mean(), mean)
         assert abs(x.std() - sdv) < 0.1 * sdv, (i, x.std(), sdv)
     assert lay.bounds_satisfied(z)
+
+
+def test_score_translation_conditional_is_the_orbit_density(rng):
+    """The shift d of the score translation move: the kernel's normal conditional equals the
+    full joint log density evaluated along the orbit (every term, including those the move is
+    meant to leave unchanged), on a table with multinomial-probit, rank and fixed columns."""
+    df = bs.datasets.simulate_child_health(n=40, random_seed=3)[
+        ["m_race", "male", "read", "mage", "ndi_birth", "temp_t1"]]
+    lay = LatentLayout.from_data(df, bs.infer_schema(df, suggest=False))
+    assert len(lay.k_mnp_cols) and len(lay.rank_columns) and len(lay.fixed_columns)
+    n, p, k = lay.n, lay.p_latent, 3
+    Lam = rng.normal(size=(p, k))
+    eta = rng.normal(size=(n, k)) + 0.3
+    z = rng.normal(size=(n, p))
+    sd = rng.uniform(0.5, 1.5, p)
+    cat = np.r_[lay.k_mnp_cols, lay.k_lvl_cols].astype(int)
+    alpha = np.zeros(p)
+    alpha[cat] = rng.normal(size=len(cat))
+    a_mu, a_sd = np.full(p, 0.2), np.full(p, 1.5)
+    rank = lay.rank_columns
+
+    def logp(d):
+        e = eta + d
+        a = alpha.copy()
+        a[cat] -= Lam[cat] @ d
+        zz = z.copy()
+        zz[:, rank] += Lam[rank] @ d
+        out = stats.norm.logpdf(e).sum() + stats.norm.logpdf(a[cat], a_mu[cat], a_sd[cat]).sum()
+        return out + stats.norm.logpdf(zz, a + e @ Lam.T, sd).sum()
+
+    # the log density is quadratic in d: central differences are exact up to rounding
+    h, E = 0.5, np.eye(k)
+    g = np.array([(logp(h * E[a]) - logp(-h * E[a])) / (2 * h) for a in range(k)])
+    H = np.array([[(logp(h * (E[a] + E[b])) - logp(h * (E[a] - E[b])) - logp(h * (E[b] - E[a]))
+                    + logp(-h * (E[a] + E[b]))) / (4 * h * h) for b in range(k)]
+                  for a in range(k)])
+    cov_bf = np.linalg.inv(-H)
+    mean, cov = K.score_translation_conditional(z, alpha, Lam, eta, sd, lay, a_mu, a_sd)
+    np.testing.assert_allclose(cov, cov_bf, rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(mean, cov_bf @ g, rtol=1e-6, atol=1e-10)
+    draws = np.array([K.draw_score_translation(rng, z, alpha, Lam, eta, sd, lay, a_mu, a_sd)
+                      for _ in range(4000)])
+    _mean_cov_close(draws, mean, cov)

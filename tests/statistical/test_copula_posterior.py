@@ -135,7 +135,8 @@ def test_every_move_together_samples_the_prior_without_data(rng):
     levels are all unknown, two ordered columns all missing): the composed sweep of every
     kernel bayesynth runs (z, factor scores, loadings with phi integrated out, shrinkage,
     precisions, collapsed intercepts and categorical rows (with and without the factor scores
-    integrated out), column, utility and factor scale moves, translations, factor rotations and
+    integrated out), column, utility and factor scale moves, translations of rank columns and of
+    the factor scores, factor rotations and
     the Hamiltonian move of loadings and precisions) must reproduce the prior of every
     parameter. A wrong Jacobian or Haar
     factor in any move shifts the scale parameters it acts on."""
@@ -163,7 +164,8 @@ def test_every_move_together_samples_the_prior_without_data(rng):
     rare = np.ones(3, dtype=bool)
     T = 40_000
     rec = {key: np.empty(T) for key in ("prec", "delta0", "delta1", "phi", "lam2", "alpha",
-                                        "alpha2", "alpha_h")}
+                                        "alpha2", "alpha_h", "eta")}
+    cat = np.r_[lay.k_mnp_cols, lay.k_lvl_cols].astype(int)
     for t in range(T):
         sd = np.ones(p)
         sd[free] = prec**-0.5
@@ -197,6 +199,10 @@ def test_every_move_together_samples_the_prior_without_data(rng):
         Lam = Lam * cu[:, None]
         b = K.draw_translation(rng, z, K.factor_mean(alpha, Lam, eta), sd, lay.rank_columns)
         z[:, lay.rank_columns] += b
+        d = K.draw_score_translation(rng, z, alpha, Lam, eta, sd, lay, a_mu, a_sd)
+        eta = eta + d
+        alpha[cat] -= Lam[cat] @ d
+        z[:, lay.rank_columns] += Lam[lay.rank_columns] @ d
         cf = K.draw_factor_scale(rng, eta, Lam, pp)
         eta *= cf
         Lam /= cf
@@ -214,6 +220,7 @@ def test_every_move_together_samples_the_prior_without_data(rng):
         rec["phi"][t] = phi[1, 0]
         rec["lam2"][t] = Lam[4, 1] ** 2 * phi[4, 1] * np.cumprod(delta)[1]
         rec["alpha"][t], rec["alpha2"][t], rec["alpha_h"][t] = alpha[0], alpha[0] ** 2, alpha[2]
+        rec["eta"][t] = eta[0, 0]
     burn = 2000
     get = {key: v[burn:] for key, v in rec.items()}
     _close_to(get["prec"], a_s / b_s, np.sqrt(a_s) / b_s)
@@ -224,6 +231,7 @@ def test_every_move_together_samples_the_prior_without_data(rng):
     _close_to(get["alpha"], 0.0, 1.0)
     _close_to(get["alpha2"], 1.0, np.sqrt(2.0))  # alpha ~ N(0, 1): E alpha^2 = 1
     _close_to(get["alpha_h"], 0.0, 1.0)
+    _close_to(get["eta"], 0.0, 1.0)
     prec_d = get["prec"]
     thin = max(1, int(len(prec_d) / _ess(prec_d)) * 2)
     assert stats.kstest(prec_d[::thin], stats.gamma(a_s, scale=1 / b_s).cdf).pvalue > 1e-3
