@@ -236,3 +236,38 @@ def test_a_swapped_prior_that_turns_a_step_off_warns():
         "sigma": lambda name, dims: pm.HalfNormal(name, 1.0, dims=dims)})
     with pytest.warns(UserWarning, match="PrecisionGibbs is not used.*NUTS.*sigma_free"):
         bs.steps(model)
+
+
+def test_score_translation_move_shifts_scores_and_keeps_every_likelihood_mean():
+    """The step applies the kernel's shift d as documented: eta + d, categorical intercepts
+    minus Lambda d, rank columns plus Lambda d, fixed columns untouched."""
+    from bayesynth.samplers.kernels import draw_score_translation
+    from bayesynth.samplers.steps import ScoreTranslationMove, copula_structure
+
+    df = bs.datasets.simulate_child_health(n=60, random_seed=5)[
+        ["m_race", "male", "read", "mage", "temp_t1"]]
+    model = bs.models.rank_probit_copula(df, n_factors=2)
+    s = copula_structure(model)
+    lay = s.layout
+    point = model.initial_point()
+    r = np.random.default_rng(0)
+    s.io["eta"].put(point, r.normal(size=(lay.n, s.k)) + 0.4)
+    s.io["Lambda"].put(point, r.normal(size=(s.p, s.k)))
+    step = ScoreTranslationMove(model=model, rng=np.random.default_rng(3))
+    new, _ = step.step(dict(point))
+    cat = np.r_[lay.k_mnp_cols, lay.k_lvl_cols].astype(int)
+    Lam = s.value(point, "Lambda")
+    d = s.value(new, "eta") - s.value(point, "eta")
+    assert np.ptp(d, axis=0).max() < 1e-12 and np.abs(d).max() > 1e-3  # one shift for all
+    want = draw_score_translation(np.random.default_rng(3), point["z"], s.alpha_full(point), Lam,
+                                  s.value(point, "eta"), s.sd(point), lay,
+                                  np.zeros(s.p), np.ones(s.p))
+    np.testing.assert_allclose(d[0], want, atol=1e-12)
+    mean_old = s.alpha_full(point) + s.value(point, "eta") @ Lam.T
+    mean_new = s.alpha_full(new) + s.value(new, "eta") @ Lam.T
+    np.testing.assert_allclose(mean_new[:, cat], mean_old[:, cat], atol=1e-12)
+    rank, fixed = lay.rank_columns, lay.fixed_columns
+    assert len(rank) and len(fixed)
+    np.testing.assert_allclose((new["z"] - mean_new)[:, rank], (point["z"] - mean_old)[:, rank],
+                               atol=1e-12)
+    np.testing.assert_array_equal(new["z"][:, fixed], point["z"][:, fixed])
