@@ -640,8 +640,7 @@ class InterceptGibbs(CopulaGibbsStep):
     columns in order of rarity while their total cost n (k + 1)^2 (number of columns) stays
     below ``row_budget`` (5e7); the other columns have their intercepts alone collapsed.
     Measured on one core: 13 columns at n = 20,000, k = 8 (cost 2.1e7) take 0.29 s an
-    iteration, 5 columns at n = 5,000, k = 41 (SD2011) 0.075 s; at n = 2,000 a few
-    milliseconds. With more than
+    iteration, 5 columns at n = 5,000, k = 41 (SD2011) 0.075 s. With more than
     ``max_columns`` categorical columns, a random subset of that many has its intercept
     collapsed each iteration (a random scan of exact moves).
     """
