@@ -67,11 +67,12 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=8)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--collapse-levels", action="store_true",
-                    help="use the collapsed factor-score step (default: the paper's blocks)")
+                    help="use the collapsed factor-score step (default: the paper's block)")
     args = ap.parse_args()
-    step = "collapsed factor scores" if args.collapse_levels else "paper's Gibbs blocks"
+    step = "collapsed factor scores" if args.collapse_levels else "the paper's factor-score block"
     print(f"bayesynth {bs.__version__}; BLAS threads pinned to 1; k = {args.k}; one chain; "
-          f"{step} + scale move")
+          f"bayesynth's default steps ({step} and every "
+          "exact move)")
     print(f"{'n':>8} {'p*':>4} {'bare s/it':>10} {'bare it/s':>10} {'pymc s/it':>10} "
           f"{'pymc it/s':>10} {'pymc/bare':>9} {'peak RSS MB':>12} {'bytes/draw':>11}")
     for n in args.n:
