@@ -249,6 +249,19 @@ def _is_copula_latent(var) -> bool:
     return var.owner is not None and isinstance(var.owner.op, LatentNormalRV)
 
 
+def _alpha_prior(s: CopulaStructure, mu_fn, sd_fn, point) -> tuple[np.ndarray, np.ndarray]:
+    """Return the intercepts' normal prior mean and sd per latent column (0 and 1 elsewhere).
+
+    ``mu_fn`` and ``sd_fn`` are the compiled prior parameters of ``alpha``; None when the model
+    has no categorical columns.
+    """
+    mu, sd = np.zeros(s.p), np.ones(s.p)
+    if mu_fn is not None:
+        mu[s.level_cols] = np.broadcast_to(mu_fn(point), (len(s.level_cols),))
+        sd[s.level_cols] = np.broadcast_to(sd_fn(point), (len(s.level_cols),))
+    return mu, sd
+
+
 def _compile_point_fn(model: pm.Model, graph):
     [graph] = model.replace_rvs_by_values([graph])
     return model.compile_fn(graph, inputs=model.value_vars, on_unused_input="ignore",
@@ -692,10 +705,7 @@ class InterceptGibbs(CopulaGibbsStep):
         z = point[self._zkey]
         if not (z.flags.f_contiguous and z.flags.writeable):
             z = np.array(z, order="F", dtype=np.float64, copy=True)
-        pm_ = np.zeros(s.p)
-        ps = np.ones(s.p)
-        pm_[s.level_cols] = np.broadcast_to(self._mu(point), (len(s.level_cols),))
-        ps[s.level_cols] = np.broadcast_to(self._sd(point), (len(s.level_cols),))
+        pm_, ps = _alpha_prior(s, self._mu, self._sd, point)
         Lam, eta, sd = s.value(point, "Lambda"), s.value(point, "eta"), s.sd(point)
         n_cols = len(self._rare)
         cols = None
@@ -910,11 +920,7 @@ class ScoreTranslationMove(CopulaGibbsStep):
 
     def _update(self, point):
         s = self.structure
-        pm_ = np.zeros(s.p)
-        ps = np.ones(s.p)
-        if self._mu is not None:
-            pm_[s.level_cols] = np.broadcast_to(self._mu(point), (len(s.level_cols),))
-            ps[s.level_cols] = np.broadcast_to(self._sd(point), (len(s.level_cols),))
+        pm_, ps = _alpha_prior(s, self._mu, self._sd, point)
         z = point[self._zkey]
         Lam, eta, alpha = s.value(point, "Lambda"), s.value(point, "eta"), s.alpha_full(point)
         d = draw_score_translation(self.rng, z, alpha, Lam, eta, s.sd(point), s.layout, pm_, ps)
