@@ -18,7 +18,6 @@ import numpy as np
 import pymc as pm
 import pymc_bart as pmb
 from pymc.model import modelcontext
-from pymc.pytensorf import inputvars
 from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
 from pymc.util import get_random_generator
@@ -27,7 +26,7 @@ from pymc_bart.bart import BARTRV
 from bayesynth.errors import IncompatibleModelError
 from bayesynth.models.layout import registered_layout
 from bayesynth.samplers.kernels import draw_z
-from bayesynth.samplers.steps import _fixed_gamma, _ValueIO
+from bayesynth.samplers.steps import _compile_point_fn, _fixed_gamma, _ValueIO
 
 __all__ = ["RankRegressionGibbs", "SeededPGBART", "has_bart", "bart_steps"]
 
@@ -151,13 +150,7 @@ class RankRegressionGibbs(BlockedStep):
         # Each run starts from the normal scores of the ranks, whatever an earlier run left.
         self._z.set_value(self.layout.initial_z()[:, 0].copy())
         self._f_key = model.rvs_to_values[model["f"]].name
-        # sigma as a function of the point, whatever its prior
-        graph = model.replace_rvs_by_values([model["sigma"]])[0]
-        used = set(inputvars(graph))
-        keys = [v.name for v in model.value_vars if v in used]
-        fn = model.compile_fn(graph, inputs=[v for v in model.value_vars if v in used],
-                              point_fn=False)
-        self._sigma = lambda point: fn(*[point[k] for k in keys])
+        self._sigma = _compile_point_fn(model, model["sigma"])  # whatever its prior
         self.reason = self._conjugate_precision(model)
         self.conjugate_scale = self.reason is None
         if self.conjugate_scale:

@@ -262,6 +262,13 @@ def _alpha_prior(s: CopulaStructure, mu_fn, sd_fn, point) -> tuple[np.ndarray, n
     return mu, sd
 
 
+def _owned_z(z: np.ndarray) -> np.ndarray:
+    """Return ``z`` itself when the kernels may update it in place, else a Fortran copy."""
+    if z.flags.f_contiguous and z.flags.writeable:
+        return z
+    return np.array(z, order="F", dtype=np.float64, copy=True)
+
+
 def _compile_point_fn(model: pm.Model, graph):
     [graph] = model.replace_rvs_by_values([graph])
     return model.compile_fn(graph, inputs=model.value_vars, on_unused_input="ignore",
@@ -703,8 +710,7 @@ class InterceptGibbs(CopulaGibbsStep):
     def _update(self, point):
         s = self.structure
         z = point[self._zkey]
-        if not (z.flags.f_contiguous and z.flags.writeable):
-            z = np.array(z, order="F", dtype=np.float64, copy=True)
+        z = _owned_z(z)
         pm_, ps = _alpha_prior(s, self._mu, self._sd, point)
         Lam, eta, sd = s.value(point, "Lambda"), s.value(point, "eta"), s.sd(point)
         n_cols = len(self._rare)
@@ -859,8 +865,7 @@ class TranslationMove(CopulaGibbsStep):
         z = point[self._zkey]
         mu = factor_mean(s.alpha_full(point), s.value(point, "Lambda"), s.value(point, "eta"))
         b = draw_translation(self.rng, z, mu, s.sd(point), self._cols)
-        if not (z.flags.f_contiguous and z.flags.writeable):
-            z = np.array(z, order="F", copy=True)
+        z = _owned_z(z)
         z[:, self._cols] += b
         point[self._zkey] = z
 
@@ -887,8 +892,7 @@ class WarpMove(CopulaGibbsStep):
     def _update(self, point):
         s = self.structure
         z = point[self._zkey]
-        if not (z.flags.f_contiguous and z.flags.writeable):
-            z = np.array(z, order="F", dtype=np.float64, copy=True)
+        z = _owned_z(z)
         Lam = s.value(point, "Lambda")
         sd = s.sd(point)
         mu = factor_mean(s.alpha_full(point), Lam, s.value(point, "eta"))
@@ -928,8 +932,7 @@ class ScoreTranslationMove(CopulaGibbsStep):
         if self._mu is not None:
             s.io["alpha"].put(point, (alpha - Lam @ d)[s.level_cols])
         if len(self._rank):
-            if not (z.flags.f_contiguous and z.flags.writeable):
-                z = np.array(z, order="F", dtype=np.float64, copy=True)
+            z = _owned_z(z)
             z[:, self._rank] += Lam[self._rank] @ d
             point[self._zkey] = z
 
