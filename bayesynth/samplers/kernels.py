@@ -779,7 +779,7 @@ def score_translation_conditional(
     n, k = eta.shape
     Q = n * np.eye(k)
     b = -eta.sum(axis=0)
-    cat = np.r_[layout.k_mnp_cols, layout.k_lvl_cols].astype(np.int64)
+    cat = layout.level_columns  # every categorical column (where alpha lives)
     if len(cat):
         L = Lambda[cat]
         w = 1.0 / np.asarray(alpha_sd, dtype=float)[cat] ** 2
