@@ -437,9 +437,14 @@ class Synthesizer(abc.ABC):
 
     # -------------------------------------------------------------------------- persistence
 
+    #: Constructor parameters that only :meth:`fit` uses and that are not saved (callables
+    #: such as swapped priors); :meth:`load` leaves them at their defaults.
+    _fit_only: ClassVar[tuple[str, ...]] = ()
+
     def _json_params(self) -> dict[str, Any]:
         """Return the parameters written to ``meta.json`` (override to leave some out)."""
-        return {k: json_ready(v, k) for k, v in self.get_params().items()}
+        return {k: json_ready(v, k) for k, v in self.get_params().items()
+                if k not in self._fit_only}
 
     @classmethod
     def _params_from_json(cls, params: Mapping[str, Any]) -> dict[str, Any]:

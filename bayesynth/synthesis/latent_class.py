@@ -23,7 +23,6 @@ import xarray as xr
 from bayesynth.errors import IncompatibleModelError, InputTypeError, SchemaError
 from bayesynth.synthesis.base import (
     Synthesizer,
-    json_ready,
     read_idata,
     read_json,
     select_draws,
@@ -416,9 +415,10 @@ class LatentClassSynthesizer(Synthesizer):
 
     # ---------------------------------------------------------------------------- save/load
 
+    _fit_only = ("priors",)
+
     def _json_params(self) -> dict[str, Any]:
-        params = {k: v for k, v in self.get_params().items() if k != "priors"}
-        params = {k: json_ready(v, k) for k, v in params.items()}
+        params = super()._json_params()
         if params.get("domain") is not None:
             params["domain"] = {str(k): v for k, v in params["domain"].items()}
         return params
