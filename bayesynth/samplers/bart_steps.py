@@ -26,7 +26,12 @@ from pymc_bart.bart import BARTRV
 from bayesynth.errors import IncompatibleModelError
 from bayesynth.models.layout import registered_layout
 from bayesynth.samplers.kernels import draw_z
-from bayesynth.samplers.steps import _compile_point_fn, _fixed_gamma, _ValueIO
+from bayesynth.samplers.steps import (
+    _compile_point_fn,
+    _fixed_gamma,
+    _uncovered_variables,
+    _ValueIO,
+)
 
 __all__ = ["RankRegressionGibbs", "SeededPGBART", "has_bart", "bart_steps"]
 
@@ -285,9 +290,7 @@ def bart_steps(model: pm.Model, random_seed=None, **pgbart_kwargs) -> list:
     found = [SeededPGBART([model["f"]], model=model, **pgbart_kwargs),
              RankRegressionGibbs(model=model)]
     if not found[1].conjugate_scale:
-        covered = {v.name for st in found for v in st.vars}
-        leftover = [model.values_to_rvs[v].name for v in model.value_vars
-                    if v.name not in covered]
+        leftover = _uncovered_variables(model, found)
         warnings.warn(
             f"RankRegressionGibbs updates only the latent data z, not the residual scale "
             f"({found[1].reason}); PyMC's own step (NUTS for continuous variables) samples "

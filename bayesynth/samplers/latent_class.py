@@ -38,7 +38,13 @@ from pytensor.tensor.random.basic import BetaRV, DirichletRV
 
 from bayesynth.errors import IncompatibleModelError
 from bayesynth.models.latent_class_dp import latent_class_spec
-from bayesynth.samplers.steps import CopulaGibbsState, _constant, _dist_params, _is_constant
+from bayesynth.samplers.steps import (
+    CopulaGibbsState,
+    _constant,
+    _dist_params,
+    _is_constant,
+    _uncovered_variables,
+)
 
 __all__ = ["TrueCountsMetropolis", "LatentClassGibbs", "latent_class_steps", "count_moves",
            "conjugate_priors"]
@@ -367,9 +373,7 @@ def latent_class_steps(model: pm.Model | None = None, *, reference: bool = False
     if params:
         steps.insert(0, LatentClassGibbs(model=model))
     if reasons:
-        covered = {x.name for st in steps for x in st.vars}
-        leftover = [model.values_to_rvs[x].name for x in model.value_vars
-                    if x.name not in covered]
+        leftover = _uncovered_variables(model, steps)
         what = (f"LatentClassGibbs does not update {list(reasons)}" if params
                 else "LatentClassGibbs is not used")
         warnings.warn(

@@ -25,6 +25,7 @@ from bayesynth.samplers.steps import (
     CopulaGibbsStep,
     FactorScoresGibbs,
     LatentGibbs,
+    _uncovered_variables,
 )
 
 __all__ = ["steps", "sample", "assign_copula_steps", "IDENTIFIED_VARS", "LATENT_VARS"]
@@ -75,8 +76,7 @@ def assign_copula_steps(
             if cls is LatentGibbs:
                 raise
             skipped.append((cls, err))
-    covered = {v.name for st in steps for v in st.vars}
-    leftover = [model.values_to_rvs[v].name for v in model.value_vars if v.name not in covered]
+    leftover = _uncovered_variables(model, steps)
     for cls, err in skipped:
         if cls.primary and leftover:
             what = (f"PyMC's own step (NUTS for continuous variables) samples {leftover} "

@@ -262,6 +262,16 @@ def _alpha_prior(s: CopulaStructure, mu_fn, sd_fn, point) -> tuple[np.ndarray, n
     return mu, sd
 
 
+def _uncovered_variables(model: pm.Model, steps: list) -> list[str]:
+    """Return the names of the model's free variables that none of ``steps`` updates.
+
+    PyMC's own step samples these when ``steps`` is passed to :func:`pymc.sample`; the
+    warnings about swapped priors name them.
+    """
+    covered = {v.name for st in steps for v in st.vars}
+    return [model.values_to_rvs[v].name for v in model.value_vars if v.name not in covered]
+
+
 def _owned_z(z: np.ndarray) -> np.ndarray:
     """Return ``z`` itself when the kernels may update it in place, else a Fortran copy."""
     if z.flags.f_contiguous and z.flags.writeable:
