@@ -287,6 +287,13 @@ def synthesis_diagnostics(
     :func:`arviz.rhat` and :func:`arviz.ess`. The latent columns of a categorical variable are a
     parameterisation of (ii)-(iv), and their own correlations are not checked.
 
+    A column shown for only some records (missing values, special codes, a schema rule that
+    fixes it) is judged where it is shown, as synthesis uses it: its levels after missing
+    values, codes and rules; its conditional means over the records that show it; and, for
+    its pairs with ordered columns, ``C[a, b | shown]`` over the records that show both. The
+    model's law of the latent values elsewhere is not identified by the data (the layout gives
+    those records no information) and synthesis never reads it.
+
     Parameters
     ----------
     idata : arviz.InferenceData

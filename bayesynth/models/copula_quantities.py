@@ -20,6 +20,22 @@ rotation-invariant quantities: drawing the factor scores themselves would tie th
 error to the (unidentified) rotation of the loadings, which moves slowly and differs between
 chains, and would show up as spurious R-hat.
 
+Where a column is shown for only some records (it has missing values, special codes, or a
+schema rule fixes it when a condition holds), synthesis reads its latent value only where it is
+shown: a rule overwrites the value, a code or a missing indicator replaces it. The layout gives
+the records outside that region no information about the latent value, so the model's law of
+it there is not identified by the data, and chains may wander along it (a selection model
+whose selection correlation only the normal tails inform). The quantities are therefore the
+observable ones, those of a synthetic record: the levels are read off the latent columns,
+missing indicators and special codes applied, then the schema's rules in order (rules whose
+conditions name ordered columns cannot be evaluated from the categorical part and are left
+out); a conditional mean of an ordered column is taken over the points where it is shown
+(standardised by its mean and spread there, where synthesis reads its ranks), its mean given
+its own code level is dropped (always zero), and the correlation of two ordered columns either
+of which is shown for only some records is ``C[a, b | shown]``, their correlation over the
+points where both are shown: ``Sigma_ab|c + Cov(E[z_a | c], E[z_b | c])`` over those points,
+exact in the latent residual and Monte Carlo in the categorical part ``c``.
+
 Under the multinomial probit the level probabilities sum to one by construction. Under the
 paper's rank-probit likelihood (``"rpl"``) only points with exactly one positive level column
 are valid; the probabilities are normalised over them and ``valid_share`` reports their mass.
@@ -34,8 +50,9 @@ from dataclasses import dataclass
 import arviz as az
 import numpy as np
 import pandas as pd
+from scipy.special import ndtri
 
-from bayesynth.models.layout import LatentLayout, mnp_levels
+from bayesynth.models.layout import MISSING_LEVEL, LatentLayout, mnp_levels
 
 __all__ = ["CopulaBlocks", "implied_quantities", "synthesis_quantity_table", "N_MC",
            "BLOCKS_ATTR"]
@@ -58,21 +75,36 @@ class CopulaBlocks:
         Per categorical variable: ``name``, ``latent`` (column indices), ``levels``,
         ``likelihood`` and ``reference``.
     ordered : list of dict
-        Per ordered value column: ``name`` and ``latent``.
+        Per ordered value column: ``name``, ``latent``, and where it is shown for only some
+        records ``missing`` (the latent column of its missingness indicator),
+        ``missing_share`` (the observed share missing) and ``code_block`` (the index of its
+        special-code block in ``categorical``).
+    rules : list of dict
+        The schema's rules that can be evaluated on the categorical part, in order: ``when``
+        (pairs of a categorical block index and the level indices that meet the condition) and
+        either ``block`` and ``level`` (a categorical variable fixed at a level; -1: at no
+        modelled level) or ``ordered`` and ``code_level`` (an ordered column fixed, and the
+        level its code block then shows; -1: none).
     """
 
     categorical: tuple
     ordered: tuple
+    rules: tuple = ()
 
     @classmethod
-    def from_layout(cls, layout: LatentLayout) -> CopulaBlocks:
+    def from_layout(cls, layout: LatentLayout, rules: Sequence = ()) -> CopulaBlocks:
         """Extract the blocks of a :class:`~bayesynth.models.layout.LatentLayout`.
 
         Parameters
         ----------
         layout : LatentLayout
             Layout of a copula model (its categorical blocks and its ordered columns; only
-            ordered columns of kind ``"value"`` are kept).
+            ordered columns of kind ``"value"`` are kept, with their missingness indicators
+            and special-code blocks).
+        rules : sequence of bayesynth.rules.Rule, optional
+            The schema's rules. Those whose conditions all name categorical variables are
+            kept; a rule conditioning on an ordered column, or fixing a column the layout does
+            not model, is left out.
 
         Returns
         -------
@@ -81,9 +113,64 @@ class CopulaBlocks:
         cats = tuple({"name": b.name, "latent": [int(j) for j in b.latent],
                       "levels": [str(v) for v in b.levels], "likelihood": b.likelihood,
                       "reference": int(b.reference)} for b in layout.categorical)
-        ords = tuple({"name": o.name, "latent": int(o.latent)} for o in layout.ordered
-                     if o.kind == "value")
-        return cls(cats, ords)
+        cat_index = {b.name: i for i, b in enumerate(layout.categorical)}
+        missing = {o.name: o for o in layout.ordered if o.kind == "missing"}
+        ords = []
+        for o in layout.ordered:
+            if o.kind != "value":
+                continue
+            entry: dict = {"name": o.name, "latent": int(o.latent)}
+            if o.name in missing:
+                m = missing[o.name]
+                entry["missing"] = int(m.latent)
+                entry["missing_share"] = float(np.mean(m.codes[m.codes >= 0])) \
+                    if np.any(m.codes >= 0) else 0.0
+            if f"{o.name}[code]" in cat_index:
+                entry["code_block"] = cat_index[f"{o.name}[code]"]
+            ords.append(entry)
+        ord_index = {o["name"]: i for i, o in enumerate(ords)}
+        kept = []
+        for r in rules:
+            if not all(col in cat_index for col, _ in r.when):
+                continue
+            when = [[cat_index[col], _level_indices(cats[cat_index[col]]["levels"], levels)]
+                    for col, levels in r.when]
+            if r.column in cat_index:
+                idx = _level_indices(cats[cat_index[r.column]]["levels"], [r.value])
+                kept.append({"when": when, "block": cat_index[r.column],
+                             "level": idx[0] if idx else -1})
+            elif r.column in ord_index:
+                cb = ords[ord_index[r.column]].get("code_block")
+                idx = (_code_level(cats[cb]["levels"], r.value) if cb is not None else -1)
+                kept.append({"when": when, "ordered": ord_index[r.column], "code_level": idx})
+        return cls(cats, tuple(ords), tuple(kept))
+
+    @classmethod
+    def from_model(cls, model) -> CopulaBlocks:
+        """Extract the blocks of a model built by :func:`bayesynth.models.rank_probit_copula`.
+
+        Parameters
+        ----------
+        model : pymc.Model
+            The copula model (its layout, and its schema's rules when it carries its source).
+
+        Returns
+        -------
+        CopulaBlocks
+        """
+        from bayesynth.models.metadata import model_metadata
+        from bayesynth.models.rank_probit_copula import get_layout
+
+        source = model_metadata(model, "copula_source") or {}
+        schema = source.get("schema")
+        return cls.from_layout(get_layout(model), schema.rules if schema is not None else ())
+
+    @property
+    def partial(self) -> list[bool]:
+        """Per ordered value column, whether it is shown for only some records."""
+        ruled = {r["ordered"] for r in self.rules if "ordered" in r}
+        return [o.get("missing") is not None or o.get("code_block") is not None or i in ruled
+                for i, o in enumerate(self.ordered)]
 
     def to_dict(self) -> dict:
         """JSON-ready form.
@@ -93,7 +180,8 @@ class CopulaBlocks:
         dict
             ``{"categorical": [...], "ordered": [...]}``, read back by :meth:`from_dict`.
         """
-        return {"categorical": list(self.categorical), "ordered": list(self.ordered)}
+        return {"categorical": list(self.categorical), "ordered": list(self.ordered),
+                "rules": list(self.rules)}
 
     @classmethod
     def from_dict(cls, d: dict) -> CopulaBlocks:
@@ -102,13 +190,14 @@ class CopulaBlocks:
         Parameters
         ----------
         d : dict
-            With keys ``"categorical"`` and ``"ordered"``, as written by :meth:`to_dict`.
+            With keys ``"categorical"``, ``"ordered"`` and (optional) ``"rules"``, as written
+            by :meth:`to_dict`.
 
         Returns
         -------
         CopulaBlocks
         """
-        return cls(tuple(d["categorical"]), tuple(d["ordered"]))
+        return cls(tuple(d["categorical"]), tuple(d["ordered"]), tuple(d.get("rules", ())))
 
     @property
     def category_labels(self) -> list[str]:
@@ -128,6 +217,26 @@ class CopulaBlocks:
         """
         names = [b["name"] for b in self.categorical]
         return [f"{a} ~ {b}" for i, a in enumerate(names) for b in names[i + 1:]]
+
+
+def _level_indices(levels: Sequence[str], values: Sequence) -> list[int]:
+    """Find the levels (strings) that a rule's values name (None: the missing level)."""
+    from bayesynth.rules import _is_missing
+
+    wanted = {MISSING_LEVEL if _is_missing(v) else str(v) for v in values}
+    return [h for h, lev in enumerate(levels) if lev in wanted]
+
+
+def _code_level(levels: Sequence[str], value) -> int:
+    """Index of the special-code level equal to ``value`` in a code block (-1: none)."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return -1
+    for h, lev in enumerate(levels):
+        if lev != "value" and float(lev) == x:
+            return h
+    return -1
 
 
 def _levels(block: dict, zb: np.ndarray) -> np.ndarray:
@@ -154,14 +263,16 @@ def implied_quantities(
 ) -> dict[str, np.ndarray]:
     """Compute the implied level probabilities, pair associations and conditional means.
 
-    Implied level probabilities, pairwise associations and category-conditional means, per
-    posterior draw.
+    Implied level probabilities, pairwise associations, category-conditional means and the
+    correlations of ordered columns shown for only some records, per posterior draw: the
+    observable quantities of a synthetic record (see the module docstring).
 
-    All categorical columns are drawn jointly from their normal law N(alpha_c, Sigma_cc) by
-    pushing common standard normal draws through the Cholesky factor of Sigma_cc; the level of
-    each variable is read off its columns; the category-conditional mean of an ordered column t
-    is ``beta_t' (E[u | y_v = h] - alpha_c) / sqrt(Omega_tt)`` with
-    ``beta_t = Sigma_cc^-1 Sigma_ct`` (its residual averaged out analytically).
+    The categorical columns and the missingness indicators (``c``) are drawn jointly from
+    their normal law N(alpha_c, Sigma_cc) by pushing common standard normal draws through the
+    Cholesky factor of Sigma_cc; the level of each variable is read off its columns, then
+    missing values, special codes and the rules are applied. An ordered column t enters
+    through ``E[z_t | c] = beta_t' (c - alpha_c)``, ``beta_t = Sigma_cc^-1 Sigma_ct`` (its
+    residual averaged out analytically).
 
     Parameters
     ----------
@@ -172,7 +283,8 @@ def implied_quantities(
     sigma : numpy.ndarray, shape (S, p*)
         Residual standard deviations, per posterior draw.
     blocks : CopulaBlocks
-        Which latent columns belong to which categorical variable and ordered column.
+        Which latent columns belong to which categorical variable and ordered column, and
+        the rules.
     n_mc : int, default :data:`N_MC`
         Monte Carlo points (common to all draws).
     random_seed : int, default 0
@@ -183,57 +295,120 @@ def implied_quantities(
     Returns
     -------
     dict
-        ``category_prob`` (S, n_categories); ``conditional_mean`` (S, n_categories,
-        n_ordered), NaN where a level has no Monte Carlo point; ``pair_mi`` (S, n_pairs), the
-        mutual information (nats) of each pair's implied two-way table; ``valid_share`` (S,
-        n_variables): the mass of points that are some level (1 for the multinomial probit; for
-        ``"rpl"`` the probabilities are normalised over the valid points).
+        ``category_prob`` (S, n_categories), over the points where the variable shows a level;
+        ``conditional_mean`` (S, n_categories, n_ordered), NaN where a level has no Monte Carlo
+        point among those where the ordered column is shown (and for a column given its own
+        code level); ``pair_mi`` (S, n_pairs), the mutual information (nats) of each pair's
+        implied two-way table; ``ordered_corr`` (S, n_ordered, n_ordered), the correlation
+        over the points where both columns are shown, for pairs of which one is shown for
+        only some records (NaN elsewhere: there it is ``C``); ``valid_share`` (S,
+        n_variables): the mass of points that are some level before missing values, codes and
+        rules (1 for the multinomial probit; for ``"rpl"`` the probabilities are normalised
+        over the valid points).
     """
     S, p, k = Lambda.shape
     rng = np.random.default_rng(random_seed)
-    cats = blocks.categorical
+    cats, ords = blocks.categorical, blocks.ordered
     n_cat = sum(len(b["levels"]) for b in cats)
-    ord_cols = np.array([o["latent"] for o in blocks.ordered], dtype=np.int64)
+    n_ord = len(ords)
+    ord_cols = np.array([o["latent"] for o in ords], dtype=np.int64)
     cat_cols = (np.concatenate([np.asarray(b["latent"]) for b in cats]).astype(np.int64)
                 if cats else np.zeros(0, np.int64))
+    miss = [(i, int(o["missing"]), float(o.get("missing_share", 0.0)))
+            for i, o in enumerate(ords) if o.get("missing") is not None]
+    c_cols = np.r_[cat_cols, [m[1] for m in miss]].astype(np.int64)
+    n_c = len(cat_cols)
     offsets = np.cumsum([0] + [len(b["latent"]) for b in cats])
+    partial = np.array(blocks.partial, dtype=bool)
+    value_level = [b["levels"].index("value") if "value" in b["levels"] else -1 for b in cats]
     pair_list = [(a, b) for a in range(len(cats)) for b in range(a + 1, len(cats))] if pairs \
         else []
-    xi = rng.standard_normal((n_mc, len(cat_cols)))
+    opairs = [(a, b) for a in range(n_ord) for b in range(a + 1, n_ord)
+              if partial[a] or partial[b]]
+    xi = rng.standard_normal((n_mc, len(c_cols)))
     prob = np.zeros((S, n_cat))
-    cmean = np.full((S, n_cat, len(ord_cols)), np.nan)
+    cmean = np.full((S, n_cat, n_ord), np.nan)
     valid = np.ones((S, len(cats)))
     pmi = np.zeros((S, len(pair_list)))
-    if not cats:
-        return {"category_prob": prob, "conditional_mean": cmean, "valid_share": valid,
-                "pair_mi": pmi}
+    ocorr = np.full((S, n_ord, n_ord), np.nan)
+    out = {"category_prob": prob, "conditional_mean": cmean, "valid_share": valid,
+           "pair_mi": pmi, "ordered_corr": ocorr}
+    if not len(c_cols):
+        return out
     for s in range(S):
         L, sig = Lambda[s], sigma[s]
         sd = np.sqrt((L**2).sum(axis=1) + sig**2)
-        Lc = L[cat_cols]
-        Scc = Lc @ Lc.T + np.diag(sig[cat_cols] ** 2)
-        dev = xi @ np.linalg.cholesky(Scc).T  # u - alpha_c
-        u = alpha_full[s, cat_cols] + dev
-        beta = np.linalg.solve(Scc, Lc @ L[ord_cols].T) if len(ord_cols) else None
+        Lc = L[c_cols]
+        Scc = Lc @ Lc.T + np.diag(sig[c_cols] ** 2)
+        dev = xi @ np.linalg.cholesky(Scc).T  # c - alpha_c
+        u = alpha_full[s, c_cols] + dev
         levels = []
+        for b_i, b in enumerate(cats):
+            lev = _levels(b, u[:, offsets[b_i]:offsets[b_i + 1]])
+            valid[s, b_i] = np.mean(lev >= 0)
+            levels.append(lev)
+        shown = np.ones((n_mc, n_ord), dtype=bool)
+        for j, (i, col, share) in enumerate(miss):  # missing where u > its (1 - share) point
+            thr = ndtri(1.0 - share) if 0.0 < share < 1.0 else (np.inf if share <= 0 else -np.inf)
+            shown[:, i] = u[:, n_c + j] / sd[col] <= thr
+        for i, o in enumerate(ords):  # a missing value shows no code either
+            if o.get("code_block") is not None:
+                cb = o["code_block"]
+                levels[cb] = np.where(shown[:, i], levels[cb], -1)
+        for r in blocks.rules:  # in order, on the observable levels, as synthesis does
+            cond = np.ones(n_mc, dtype=bool)
+            for b_i, idx in r["when"]:
+                cond &= np.isin(levels[b_i], idx)
+            if "block" in r:
+                levels[r["block"]] = np.where(cond, r["level"], levels[r["block"]])
+            else:
+                i = r["ordered"]
+                shown[cond, i] = False
+                cb = ords[i].get("code_block")
+                if cb is not None:
+                    levels[cb] = np.where(cond, r["code_level"], levels[cb])
+        for i, o in enumerate(ords):  # a special code replaces the value
+            if o.get("code_block") is not None:
+                shown[:, i] &= levels[o["code_block"]] == value_level[o["code_block"]]
+        if n_ord:
+            Sco = Lc @ L[ord_cols].T
+            beta = np.linalg.solve(Scc, Sco)
+            M = dev @ beta  # E[z_t | c], (n_mc, n_ord)
+            Lo = L[ord_cols]
+            resid = Lo @ Lo.T + np.diag(sig[ord_cols] ** 2) - Sco.T @ beta  # Cov(z_o | c)
+            W = shown.astype(float)
+            n_shown = np.maximum(W.sum(axis=0), 1.0)
+            mu = np.where(partial, (M * W).sum(axis=0) / n_shown, 0.0)
+            var = np.where(partial, np.diag(resid) + (W * (M - mu) ** 2).sum(axis=0) / n_shown,
+                           sd[ord_cols] ** 2)
         start = 0
         for b_i, b in enumerate(cats):
             K = len(b["levels"])
-            lev = _levels(b, u[:, offsets[b_i]:offsets[b_i + 1]])
-            levels.append(lev)
+            lev = levels[b_i]
             ok = lev >= 0
             counts = np.bincount(lev[ok], minlength=K)
-            n_valid = counts.sum()
-            valid[s, b_i] = n_valid / n_mc
-            if n_valid:
-                prob[s, start:start + K] = counts / n_valid
-                if beta is not None:
-                    sums = np.zeros((K, len(cat_cols)))
-                    np.add.at(sums, lev[ok], dev[ok])
-                    with np.errstate(invalid="ignore", divide="ignore"):
-                        mean_dev = sums / counts[:, None]
-                    cmean[s, start:start + K] = (mean_dev @ beta) / sd[ord_cols]
+            if counts.sum():
+                prob[s, start:start + K] = counts / counts.sum()
+            if n_ord:
+                onehot = (lev[:, None] == np.arange(K)).astype(float)
+                cnt = onehot.T @ W
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    cm = ((onehot.T @ (M * W)) / cnt - mu) / np.sqrt(var)
+                cm[cnt == 0] = np.nan
+                own = [i for i, o in enumerate(ords) if o.get("code_block") == b_i]
+                cm[:, own] = np.nan  # an ordered column given its own code: not a quantity
+                cmean[s, start:start + K] = cm
             start += K
+        for a, b in opairs:
+            w = shown[:, a] & shown[:, b]
+            if w.sum() < 2:
+                continue
+            ma, mb = M[w, a], M[w, b]
+            ca, cb_ = ma - ma.mean(), mb - mb.mean()
+            cov = resid[a, b] + float(ca @ cb_) / len(ma)
+            va = resid[a, a] + float(ca @ ca) / len(ma)
+            vb = resid[b, b] + float(cb_ @ cb_) / len(mb)
+            ocorr[s, a, b] = ocorr[s, b, a] = cov / np.sqrt(va * vb)
         for r, (a, b) in enumerate(pair_list):
             la, lb = levels[a], levels[b]
             ok = (la >= 0) & (lb >= 0)
@@ -245,8 +420,7 @@ def implied_quantities(
                 outer = pj.sum(1, keepdims=True) @ pj.sum(0, keepdims=True)
                 nz = pj > 0
                 pmi[s, r] = float((pj[nz] * np.log(pj[nz] / outer[nz])).sum())
-    return {"category_prob": prob, "conditional_mean": cmean, "valid_share": valid,
-            "pair_mi": pmi}
+    return out
 
 
 def labels(blocks: CopulaBlocks) -> tuple[list[str], list[str], list[str]]:
@@ -294,9 +468,7 @@ def synthesis_quantity_table(idata, *, max_draws: int = 1000, n_mc: int | None =
     """
     post = idata.posterior
     if model is not None:
-        from bayesynth.models.rank_probit_copula import get_layout
-
-        blocks = CopulaBlocks.from_layout(get_layout(model))
+        blocks = CopulaBlocks.from_model(model)
     elif BLOCKS_ATTR in post.attrs:
         blocks = CopulaBlocks.from_dict(json.loads(post.attrs[BLOCKS_ATTR]))
     else:
@@ -319,10 +491,16 @@ def synthesis_quantity_table(idata, *, max_draws: int = 1000, n_mc: int | None =
     ords = blocks.ordered_names
     oidx = [latent.index(o) for o in ords]
     C = _stacked(sub, "C")
+    partial = blocks.partial
     for a in range(len(oidx)):
         for b in range(a + 1, len(oidx)):
-            parts.append(("C (ordered)", f"C[{ords[a]}, {ords[b]}]",
-                          C[:, :, oidx[a], oidx[b]]))
+            if partial[a] or partial[b]:  # over the records that show both
+                x = q["ordered_corr"][:, a, b].reshape(nc, nd2)
+                if np.all(np.isfinite(x)):
+                    parts.append(("C (ordered)", f"C[{ords[a]}, {ords[b]} | shown]", x))
+            else:
+                parts.append(("C (ordered)", f"C[{ords[a]}, {ords[b]}]",
+                              C[:, :, oidx[a], oidx[b]]))
     cats = blocks.category_labels
     for h, lab in enumerate(cats):
         parts.append(("level probability", lab, q["category_prob"][:, h].reshape(nc, nd2)))

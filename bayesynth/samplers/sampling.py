@@ -346,10 +346,8 @@ def sample(
         import json
 
         from bayesynth.models.copula_quantities import BLOCKS_ATTR, CopulaBlocks
-        from bayesynth.models.rank_probit_copula import get_layout
 
-        idata.posterior.attrs[BLOCKS_ATTR] = json.dumps(
-            CopulaBlocks.from_layout(get_layout(model)).to_dict())
+        idata.posterior.attrs[BLOCKS_ATTR] = json.dumps(CopulaBlocks.from_model(model).to_dict())
     declared = [v for v in IDENTIFIED_VARS if v in idata.posterior]
     spec = latent_class_spec(model)
     if spec is not None:  # label switching: only cell probabilities are identified

@@ -26,8 +26,8 @@ Every synthetic record is drawn jointly, with no variable ordering:
 
 So a synthetic table follows the correlations between ordered columns, the implied level
 probabilities of every categorical variable and their joint law, and the category-conditional
-means of the ordered columns; :func:`bayesynth.evaluation.synthesis_diagnostics` judges
-convergence on exactly those.
+means of the ordered columns, each over the records that show the column;
+:func:`bayesynth.evaluation.synthesis_diagnostics` judges convergence on exactly those.
 """
 
 from __future__ import annotations

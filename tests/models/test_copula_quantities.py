@@ -39,3 +39,83 @@ def test_binary_probability_and_conditional_mean_match_the_truncated_normal():
     np.testing.assert_allclose(cm[1], m_b, atol=5 / np.sqrt(p_b * n_mc))
     np.testing.assert_allclose(cm[0], m_a, atol=5 / np.sqrt((1 - p_b) * n_mc))
     assert out["valid_share"][0, 0] == 1.0
+
+
+def _partly_shown():
+    # Latent columns: 0 the binary y's utility (level "b" when positive), 1 the ordered t1,
+    # 2 the ordered t2, 3 t1's missingness indicator (missing where above its 0.7 point),
+    # 4 the binary w's utility. Rules: t2 is fixed where y == "a"; w is "d" where y == "a".
+    blocks = CopulaBlocks(
+        ({"name": "y", "latent": [0], "levels": ["a", "b"], "likelihood": "mnp",
+          "reference": 0},
+         {"name": "w", "latent": [4], "levels": ["c", "d"], "likelihood": "mnp",
+          "reference": 0}),
+        ({"name": "t1", "latent": 1, "missing": 3, "missing_share": 0.3},
+         {"name": "t2", "latent": 2}),
+        ({"when": [[0, [0]]], "ordered": 1, "code_level": -1},
+         {"when": [[0, [0]]], "block": 1, "level": 1}),
+    )
+    rng = np.random.default_rng(7)
+    Lam = rng.normal(0.0, 0.8, (1, 5, 2))
+    sigma = rng.uniform(0.5, 1.2, (1, 5))
+    alpha = np.array([[0.2, 0.0, 0.0, 0.0, -0.4]])
+    return blocks, alpha, Lam, sigma
+
+
+def test_partly_shown_columns_match_a_direct_simulation_of_synthetic_records():
+    # The quantities over the points where a column is shown (missing values and rules
+    # applied) against records simulated directly from the latent normal law.
+    blocks, alpha, Lam, sigma = _partly_shown()
+    assert blocks.partial == [True, True]
+    n_mc, n_sim = 200_000, 400_000
+    out = implied_quantities(alpha, Lam, sigma, blocks, n_mc=n_mc, random_seed=3)
+    Sigma = Lam[0] @ Lam[0].T + np.diag(sigma[0] ** 2)
+    sd = np.sqrt(np.diag(Sigma))
+    z = np.random.default_rng(11).multivariate_normal(alpha[0], Sigma, size=n_sim)
+    y_b = z[:, 0] > 0
+    shown1 = z[:, 3] / sd[3] <= norm.ppf(0.7)
+    shown2 = y_b  # the rule fixes t2 where y == "a"
+    w_d = ~y_b | (z[:, 4] > 0)
+    both = shown1 & shown2
+    r12 = np.corrcoef(z[both, 1], z[both, 2])[0, 1]
+    se_r = 1.0 / np.sqrt(both.sum())
+    assert abs(out["ordered_corr"][0, 0, 1] - r12) < 5 * (se_r + 1.0 / np.sqrt(0.35 * n_mc))
+    # A partly shown pair is not C: the selection changes the correlation here.
+    assert abs(r12 - Sigma[1, 2] / (sd[1] * sd[2])) > 10 * se_r
+    p_d = w_d.mean()
+    se_p = np.sqrt(p_d * (1 - p_d) / n_sim) + np.sqrt(p_d * (1 - p_d) / n_mc)
+    assert abs(out["category_prob"][0, 3] - p_d) < 5 * se_p
+    # E[t1 | y = b] over the records showing t1, standardised by t1's mean and sd there.
+    x1 = z[shown1, 1]
+    m_b = (z[shown1 & y_b, 1].mean() - x1.mean()) / x1.std()
+    se_m = 1.0 / np.sqrt((shown1 & y_b).sum()) + 1.0 / np.sqrt(0.35 * n_mc)
+    assert abs(out["conditional_mean"][0, 1, 0] - m_b) < 5 * se_m
+    # t2 given y == "a" is never shown: no such quantity.
+    assert np.isnan(out["conditional_mean"][0, 0, 1])
+
+
+def test_blocks_keep_rules_missingness_and_codes_from_a_layout():
+    import pandas as pd
+
+    from bayesynth.models.layout import LatentLayout
+    from bayesynth.rules import Rule
+    from bayesynth.schema import infer_schema
+
+    rng = np.random.default_rng(0)
+    n = 400
+    smoke = rng.choice(["NO", "YES"], n)
+    count = np.where(smoke == "NO", -8, rng.integers(1, 30, n))
+    inc = rng.normal(size=n)
+    inc[:40] = np.nan
+    df = pd.DataFrame({"smoke": smoke, "count": count, "inc": inc})
+    schema = infer_schema(df, suggest=False).with_rules([Rule("count", -8, (("smoke", ("NO",)),))])
+    blocks = CopulaBlocks.from_layout(LatentLayout.from_data(df, schema), schema.rules)
+    back = CopulaBlocks.from_dict(blocks.to_dict())
+    assert back == blocks
+    ords = {o["name"]: o for o in blocks.ordered}
+    assert ords["inc"]["missing_share"] == 0.1
+    assert blocks.partial == [o["name"] in ("count", "inc") for o in blocks.ordered]
+    (rule,) = blocks.rules
+    assert rule["ordered"] == [o["name"] for o in blocks.ordered].index("count")
+    smoke_block = [b["name"] for b in blocks.categorical].index("smoke")
+    assert rule["when"] == [[smoke_block, [blocks.categorical[smoke_block]["levels"].index("NO")]]]
