@@ -5,11 +5,20 @@ The copula synthesizer maps latent normals back to the data scale with
 
 * binary, ordinal and count columns use the empirical CDF, whose inverse returns observed
   values only (:class:`DiscreteMarginal`);
-* continuous columns use a Gaussian-kernel-smoothed CDF restricted to the observed range, so
-  that synthetic values are not copies of real ones (:class:`SmoothMarginal`). The smoothed CDF is
-  tabulated on a grid (uniform over the range, plus the empirical quantiles at 1024 levels) and
-  inverted by linear interpolation; the real values themselves are not stored. The bandwidth is
-  Silverman's rule (0.9 min(sd, IQR/1.34) n^-1/5) of the smooth part;
+* continuous columns use a smoothed CDF restricted to the observed range, so that synthetic
+  values are not copies of real ones (:class:`SmoothMarginal`). The smoothing is a Gaussian
+  kernel in normal-score space: each distinct value v gets the score t_v = Phi^-1 of its
+  mid-rank, the scores are smoothed with bandwidth h = 0.9 n^-1/5 (Silverman's rule for a
+  standard normal sample; centres shrunk by (1 + h^2)^-1/2 so the smoothed scores keep unit
+  variance), truncated to the range of the scores, and mapped back by the piecewise-linear
+  interpolation of the values at their scores. In value units the bandwidth is local, about
+  h phi(t) / f(x): a few neighbours' spacing where values are dense, the gaps between values in
+  the tails. (A single value-space bandwidth, Silverman's rule on the values, biased the CDF of
+  skewed columns by up to 0.04 in the sup norm on the shared real tables, for example income
+  in CE, and moved mass across gaps between clusters of values.) The smoothed CDF is tabulated
+  on a grid of 2048 points uniform in score and inverted by linear interpolation; the grid
+  holds interpolated points, not the real values (except the minimum and the maximum, which
+  bound the range);
 * a continuous column with point masses (a value held by at least 1% of the records: zeros,
   heaping at round numbers, top codes) gets an :class:`AtomMarginal`: the atoms at their exact
   values and frequencies, and the smooth CDF of the other values over their own range, so that
@@ -25,9 +34,10 @@ from typing import Any
 
 import numba
 import numpy as np
+from scipy.special import ndtri
 
 __all__ = ["DiscreteMarginal", "SmoothMarginal", "AtomMarginal", "fit_marginal",
-           "marginal_from_dict", "silverman_bandwidth", "ATOM_SHARE"]
+           "marginal_from_dict", "silverman_bandwidth", "normal_score_bandwidth", "ATOM_SHARE"]
 
 #: A value held by at least this share of a continuous column's records is an atom (a point
 #: mass reproduced exactly).
@@ -124,25 +134,47 @@ def silverman_bandwidth(x: np.ndarray) -> float:
 
 
 @numba.njit(cache=True)
-def _smoothed_cdf(xs, grid, h):  # pragma: no cover - compiled
-    """mean_i Phi((g - x_i)/h) for sorted xs and sorted grid, using an 8.3 h window."""
+def _smoothed_cdf(xs, w, grid, h):  # pragma: no cover - compiled
+    """sum_i w_i Phi((g - x_i)/h) / sum_i w_i for sorted xs and grid, in an 8.3 h window."""
     n = xs.shape[0]
+    total = 0.0
+    for i in range(n):
+        total += w[i]
     out = np.empty(grid.shape[0])
     lo = 0
     hi = 0
+    below = 0.0  # weight of the points far below g: each contributes its weight
     width = 8.3 * h
     c = 1.0 / (h * math.sqrt(2.0))
     for gi in range(grid.shape[0]):
         g = grid[gi]
         while lo < n and xs[lo] < g - width:
+            below += w[lo]
             lo += 1
         while hi < n and xs[hi] <= g + width:
             hi += 1
-        acc = float(lo)  # points far below g contribute 1 each
+        acc = below
         for i in range(lo, hi):
-            acc += 0.5 * math.erfc(-(g - xs[i]) * c)
-        out[gi] = acc / n
+            acc += w[i] * 0.5 * math.erfc(-(g - xs[i]) * c)
+        out[gi] = acc / total
     return out
+
+
+def normal_score_bandwidth(n: int) -> float:
+    """Silverman's rule for a standard normal sample of size ``n``: ``0.9 n^(-1/5)``.
+
+    The bandwidth of :class:`SmoothMarginal`, in normal-score units.
+
+    Parameters
+    ----------
+    n : int
+        Number of values.
+
+    Returns
+    -------
+    float
+    """
+    return 0.9 * max(int(n), 1) ** -0.2
 
 
 @dataclass(frozen=True)
@@ -156,7 +188,7 @@ class SmoothMarginal:
     cdf : numpy.ndarray
         Smoothed CDF on the grid, rescaled to run from 0 at the minimum to 1 at the maximum.
     bandwidth : float
-        Kernel standard deviation.
+        Kernel standard deviation in normal-score units (see the module docstring).
     integer : bool
         Round synthetic values to integers (for an integer-typed source column).
     """
@@ -169,14 +201,15 @@ class SmoothMarginal:
     @classmethod
     def fit(cls, x: np.ndarray, *, bandwidth: float | None = None,
             integer: bool = False) -> SmoothMarginal:
-        """Fit to the non-missing values ``x``.
+        """Fit to the non-missing values ``x`` (smoothing in normal-score space).
 
         Parameters
         ----------
         x : numpy.ndarray
             The values, without missing ones.
         bandwidth : float, optional
-            Kernel standard deviation; Silverman's rule when omitted.
+            Kernel standard deviation in normal-score units; default
+            :func:`normal_score_bandwidth` of the number of values.
         integer : bool
             Round values drawn from it.
 
@@ -184,16 +217,21 @@ class SmoothMarginal:
         -------
         SmoothMarginal
         """
-        xs = np.sort(np.asarray(x, dtype=float))
-        h = float(bandwidth) if bandwidth is not None else silverman_bandwidth(xs)
-        lo, hi = xs[0], xs[-1]
-        grid = np.union1d(np.linspace(lo, hi, GRID_SIZE),
-                          np.quantile(xs, np.linspace(0.0, 1.0, GRID_SIZE + 1)))
-        F = _smoothed_cdf(xs, grid, h)
+        values, counts = np.unique(np.asarray(x, dtype=float), return_counts=True)
+        n = int(counts.sum())
+        h = float(bandwidth) if bandwidth is not None else normal_score_bandwidth(n)
+        if len(values) < 2:  # one value: a point mass
+            return cls(grid=np.repeat(values, 2), cdf=np.array([0.0, 1.0]), bandwidth=h,
+                       integer=integer)
+        t = ndtri((np.cumsum(counts) - 0.5 * counts) / n)  # mid-rank scores
+        tg = np.linspace(t[0], t[-1], 2 * GRID_SIZE)
+        shrink = 1.0 / math.sqrt(1.0 + h * h)
+        F = _smoothed_cdf(shrink * t, counts.astype(np.float64), tg, h)
         F = (F - F[0]) / (F[-1] - F[0])
+        grid = np.interp(tg, t, values)
         # Strictly increasing for interpolation (the kernel CDF is, up to rounding).
         F = np.maximum.accumulate(F)
-        keep = np.concatenate([[True], np.diff(F) > 0])
+        keep = np.concatenate([[True], (np.diff(F) > 0) & (np.diff(grid) > 0)])
         keep[-1] = True
         grid, F = grid[keep], F[keep]
         F[-1] = 1.0
