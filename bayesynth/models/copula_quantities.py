@@ -347,14 +347,7 @@ def implied_quantities(
             lev = _levels(b, u[:, offsets[b_i]:offsets[b_i + 1]])
             valid[s, b_i] = np.mean(lev >= 0)
             levels.append(lev)
-        shown = np.ones((n_mc, n_ord), dtype=bool)
-        for j, (i, col, share) in enumerate(miss):  # missing where u > its (1 - share) point
-            thr = ndtri(1.0 - share) if 0.0 < share < 1.0 else (np.inf if share <= 0 else -np.inf)
-            shown[:, i] = u[:, n_c + j] / sd[col] <= thr
-        for i, o in enumerate(ords):  # a missing value shows no code either
-            if o.get("code_block") is not None:
-                cb = o["code_block"]
-                levels[cb] = np.where(shown[:, i], levels[cb], -1)
+        ruled = np.zeros((n_mc, n_ord), dtype=bool)
         for r in blocks.rules:  # in order, on the observable levels, as synthesis does
             cond = np.ones(n_mc, dtype=bool)
             for b_i, idx in r["when"]:
@@ -363,10 +356,28 @@ def implied_quantities(
                 levels[r["block"]] = np.where(cond, r["level"], levels[r["block"]])
             else:
                 i = r["ordered"]
-                shown[cond, i] = False
+                ruled[cond, i] = True
                 cb = ords[i].get("code_block")
                 if cb is not None:
                     levels[cb] = np.where(cond, r["code_level"], levels[cb])
+        shown = ~ruled
+        for j, (i, col, share) in enumerate(miss):
+            # Missing where the indicator is above its (1 - share) point; synthesis reads that
+            # point off the ranks among the records no rule fixes, so here too.
+            x = u[:, n_c + j] / sd[col]
+            free = ~ruled[:, i]
+            if not free.any():
+                continue
+            if free.all():
+                thr = ndtri(1.0 - share) if 0.0 < share < 1.0 else (np.inf if share <= 0
+                                                                    else -np.inf)
+            else:
+                thr = np.quantile(x[free], 1.0 - share)
+            gone = free & (x > thr)
+            shown[:, i] &= ~gone
+            cb = ords[i].get("code_block")
+            if cb is not None:  # a missing value shows no code either
+                levels[cb] = np.where(gone, -1, levels[cb])
         for i, o in enumerate(ords):  # a special code replaces the value
             if o.get("code_block") is not None:
                 shown[:, i] &= levels[o["code_block"]] == value_level[o["code_block"]]

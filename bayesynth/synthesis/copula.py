@@ -694,16 +694,18 @@ class CopulaSynthesizer(Synthesizer):
             # N(0, Omega_jj) sample but that law conditional on being observed. So the values
             # shown are read off the ranks of the latent values among the synthetic records
             # that show a value, as the rank likelihood reads the real ones.
+            # Likewise a missingness indicator of a column a rule fixes for some records is
+            # read off its ranks among the records the rule leaves free.
             ruled = finish(frame, self.schema_)
-            shown = {}
+            shown, free = {}, {}
             for c in partial:
                 col = self.schema_[c]
-                m = ruled[c].notna().to_numpy().copy()
+                free[c] = ~rule_mask(ruled, self.schema_.rules, c)
+                m = free[c].copy()
                 if col.special_codes:
                     m &= ~ruled[c].isin(list(col.special_codes)).to_numpy()
-                m &= ~rule_mask(ruled, self.schema_.rules, c)
-                shown[c] = m
-            frame = self._decode(z, codes, sd, shown=shown)
+                shown[c] = m  # missing values are taken out in _decode
+            frame = self._decode(z, codes, sd, shown=shown, free=free)
         for tm in getattr(self, "targets_", []):
             vals = tm.synthesize(rng, frame, self.target_draw)
             col = self.schema_[tm.name]
@@ -714,7 +716,8 @@ class CopulaSynthesizer(Synthesizer):
         return finish(frame, self.schema_)
 
     def _decode(self, z: np.ndarray, codes: np.ndarray, sd: np.ndarray,
-                shown: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
+                shown: dict[str, np.ndarray] | None = None,
+                free: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
         cols: dict[str, Any] = {}
         special: dict[str, np.ndarray] = {}
         for b_i, b in enumerate(self._blocks):
@@ -726,14 +729,24 @@ class CopulaSynthesizer(Synthesizer):
             vals[np.array([lv == MISSING_LEVEL for lv in b.levels])[codes[:, b_i]]] = None
             cols[b.name] = vals
         missing: dict[str, np.ndarray] = {}
-        for o in self._ordered:
-            u = ndtr(z[:, o.latent] / sd[o.latent])
-            if o.kind == "missing":
-                missing[o.name] = self.marginals_[f"{o.name}[missing]"].ppf(u) > 0.5
+        for o in self._ordered:  # missingness first: it decides which records show a value
+            if o.kind != "missing":
                 continue
+            u = ndtr(z[:, o.latent] / sd[o.latent])
+            r = None if free is None else free.get(o.name)
+            if r is not None and r.any() and not r.all():
+                u = u.copy()
+                u[r] = (rankdata(z[r, o.latent]) - 0.5) / r.sum()
+            missing[o.name] = self.marginals_[f"{o.name}[missing]"].ppf(u) > 0.5
+        for o in self._ordered:
+            if o.kind == "missing":
+                continue
+            u = ndtr(z[:, o.latent] / sd[o.latent])
             col = self.schema_[o.name]
-            if shown is not None and o.name in shown and shown[o.name].any():
-                m = shown[o.name]
+            m = None if shown is None else shown.get(o.name)
+            if m is not None and o.name in missing:
+                m = m & ~missing[o.name]
+            if m is not None and m.any():
                 u = u.copy()
                 u[m] = (rankdata(z[m, o.latent]) - 0.5) / m.sum()
             y = self.marginals_[o.name].ppf(u)

@@ -44,21 +44,22 @@ def test_binary_probability_and_conditional_mean_match_the_truncated_normal():
 def _partly_shown():
     # Latent columns: 0 the binary y's utility (level "b" when positive), 1 the ordered t1,
     # 2 the ordered t2, 3 t1's missingness indicator (missing where above its 0.7 point),
-    # 4 the binary w's utility. Rules: t2 is fixed where y == "a"; w is "d" where y == "a".
+    # 4 the binary w's utility, 5 t2's missingness indicator (missing for 20% of the records
+    # no rule fixes). Rules: t2 is fixed where y == "a"; w is "d" where y == "a".
     blocks = CopulaBlocks(
         ({"name": "y", "latent": [0], "levels": ["a", "b"], "likelihood": "mnp",
           "reference": 0},
          {"name": "w", "latent": [4], "levels": ["c", "d"], "likelihood": "mnp",
           "reference": 0}),
         ({"name": "t1", "latent": 1, "missing": 3, "missing_share": 0.3},
-         {"name": "t2", "latent": 2}),
+         {"name": "t2", "latent": 2, "missing": 5, "missing_share": 0.2}),
         ({"when": [[0, [0]]], "ordered": 1, "code_level": -1},
          {"when": [[0, [0]]], "block": 1, "level": 1}),
     )
     rng = np.random.default_rng(7)
-    Lam = rng.normal(0.0, 0.8, (1, 5, 2))
-    sigma = rng.uniform(0.5, 1.2, (1, 5))
-    alpha = np.array([[0.2, 0.0, 0.0, 0.0, -0.4]])
+    Lam = rng.normal(0.0, 0.8, (1, 6, 2))
+    sigma = rng.uniform(0.5, 1.2, (1, 6))
+    alpha = np.array([[0.2, 0.0, 0.0, 0.0, -0.4, 0.0]])
     return blocks, alpha, Lam, sigma
 
 
@@ -74,12 +75,13 @@ def test_partly_shown_columns_match_a_direct_simulation_of_synthetic_records():
     z = np.random.default_rng(11).multivariate_normal(alpha[0], Sigma, size=n_sim)
     y_b = z[:, 0] > 0
     shown1 = z[:, 3] / sd[3] <= norm.ppf(0.7)
-    shown2 = y_b  # the rule fixes t2 where y == "a"
+    # the rule fixes t2 where y == "a"; elsewhere the top 20% of its indicator are missing
+    shown2 = y_b & (z[:, 5] <= np.quantile(z[y_b, 5], 0.8))
     w_d = ~y_b | (z[:, 4] > 0)
     both = shown1 & shown2
     r12 = np.corrcoef(z[both, 1], z[both, 2])[0, 1]
     se_r = 1.0 / np.sqrt(both.sum())
-    assert abs(out["ordered_corr"][0, 0, 1] - r12) < 5 * (se_r + 1.0 / np.sqrt(0.35 * n_mc))
+    assert abs(out["ordered_corr"][0, 0, 1] - r12) < 5 * (se_r + 1.0 / np.sqrt(0.3 * n_mc))
     # A partly shown pair is not C: the selection changes the correlation here.
     assert abs(r12 - Sigma[1, 2] / (sd[1] * sd[2])) > 10 * se_r
     p_d = w_d.mean()

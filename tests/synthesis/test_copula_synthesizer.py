@@ -288,6 +288,34 @@ def test_informative_missingness_keeps_the_observed_marginal():
     assert abs(s["y"].isna().mean() - df["y"].isna().mean()) < 0.06
 
 
+def test_missingness_of_a_ruled_column_keeps_its_share_where_no_rule_applies():
+    """y is missing (structurally) when g == "a", a rule; where g == "b" it is missing when x
+    is low. g is "a" when x is high, so the indicator's latent values where no rule applies
+    are not a sample of its law: its share must be read off ranks among those records."""
+    from bayesynth.rules import Rule
+
+    r = np.random.default_rng(12)
+    n = 900
+    x = r.standard_normal(n)
+    g = np.where(x > 0.5, "a", "b")
+    y = np.round(np.exp(0.5 * r.standard_normal(n)), 3)
+    y = np.where((g == "a") | (x < -1.0), np.nan, y)
+    df = pd.DataFrame({"x": np.round(x, 3), "g": g, "y": y})
+    schema = bs.infer_schema(df, suggest=False).with_rules([Rule("y", None, (("g", ("a",)),))])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        syn = bs.CopulaSynthesizer(schema=schema, n_factors=1, draws=150, tune=150, chains=1,
+                                   random_seed=4, progressbar=False).fit(df)
+    [s] = syn.sample(m=1, n_rows=4000, random_seed=5)
+    free_real, free_syn = df["g"] == "b", s["g"] == "b"
+    p = df.loc[free_real, "y"].isna().mean()
+    q = s.loc[free_syn, "y"].isna().mean()
+    # both shares binomial: 5 standard errors of their difference
+    se = np.sqrt(p * (1 - p) * (1 / free_real.sum() + 1 / free_syn.sum()))
+    assert abs(q - p) < 5 * se
+    assert s.loc[~free_syn, "y"].isna().all()  # the rule
+
+
 def test_from_posterior_synthesizes_the_posterior_you_sampled(tmp_path):
     import pymc as pm
 
