@@ -65,6 +65,16 @@ def test_smoothing_in_normal_score_space_follows_a_skewed_ecdf(rng):
         assert m.bandwidth == 0.9 * n ** -0.2
 
 
+def test_tied_values_sit_at_their_mid_rank(rng):
+    # Heavy ties: the smoothed CDF at a tied value is the middle of its ECDF jump.
+    x = np.round(rng.lognormal(3.0, 0.3, size=3000))
+    values, counts = np.unique(x, return_counts=True)
+    m = SmoothMarginal.fit(x)
+    mid = (np.cumsum(counts) - 0.5 * counts) / len(x)
+    inner = slice(1, -1)  # the two end values sit on the range's bounds
+    assert np.max(np.abs(m.cdf_at(values)[inner] - mid[inner])) < _cdf_bound(x)
+
+
 def test_smoothing_moves_no_mass_across_a_gap(rng):
     # Two clusters of values: only the table's interpolation over one grid cell in score can
     # put values in the gap between them.
