@@ -301,7 +301,8 @@ def implied_quantities(
         code level); ``pair_mi`` (S, n_pairs), the mutual information (nats) of each pair's
         implied two-way table; ``ordered_corr`` (S, n_ordered, n_ordered), the correlation
         over the points where both columns are shown, for pairs of which one is shown for
-        only some records (NaN elsewhere: there it is ``C``); ``valid_share`` (S,
+        only some records (NaN elsewhere: there it is ``C``); ``shown_share`` (S, n_ordered),
+        the share of points where each ordered column shows a value; ``valid_share`` (S,
         n_variables): the mass of points that are some level before missing values, codes and
         rules (1 for the multinomial probit; for ``"rpl"`` the probabilities are normalised
         over the valid points).
@@ -331,8 +332,9 @@ def implied_quantities(
     valid = np.ones((S, len(cats)))
     pmi = np.zeros((S, len(pair_list)))
     ocorr = np.full((S, n_ord, n_ord), np.nan)
+    shown_share = np.ones((S, n_ord))
     out = {"category_prob": prob, "conditional_mean": cmean, "valid_share": valid,
-           "pair_mi": pmi, "ordered_corr": ocorr}
+           "pair_mi": pmi, "ordered_corr": ocorr, "shown_share": shown_share}
     if not len(c_cols):
         return out
     for s in range(S):
@@ -381,6 +383,7 @@ def implied_quantities(
         for i, o in enumerate(ords):  # a special code replaces the value
             if o.get("code_block") is not None:
                 shown[:, i] &= levels[o["code_block"]] == value_level[o["code_block"]]
+        shown_share[s] = shown.mean(axis=0)
         if n_ord:
             Sco = Lc @ L[ord_cols].T
             beta = np.linalg.solve(Scc, Sco)

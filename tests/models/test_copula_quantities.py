@@ -85,6 +85,10 @@ def test_partly_shown_columns_match_a_direct_simulation_of_synthetic_records():
     assert abs(out["ordered_corr"][0, 0, 1] - r12) < 5 * (se_r + 1.0 / np.sqrt(0.3 * n_mc))
     # A partly shown pair is not C: the selection changes the correlation here.
     assert abs(r12 - Sigma[1, 2] / (sd[1] * sd[2])) > 10 * se_r
+    for i, shown in enumerate((shown1, shown2)):
+        p = shown.mean()
+        se = np.sqrt(p * (1 - p) / n_sim) + np.sqrt(p * (1 - p) / n_mc)
+        assert abs(out["shown_share"][0, i] - p) < 5 * se, i
     p_d = w_d.mean()
     se_p = np.sqrt(p_d * (1 - p_d) / n_sim) + np.sqrt(p_d * (1 - p_d) / n_mc)
     assert abs(out["category_prob"][0, 3] - p_d) < 5 * se_p
