@@ -58,7 +58,7 @@ def _partly_shown():
     )
     rng = np.random.default_rng(7)
     Lam = rng.normal(0.0, 0.8, (1, 6, 2))
-    Lam[0, 5] = 1.2 * Lam[0, 0]  # t2 missing more often where y is "b": the rule matters
+    Lam[0, 0], Lam[0, 5] = [1.0, 0.3], [1.2, 0.2]  # t2 missing more often where y is "b"
     sigma = rng.uniform(0.5, 1.2, (1, 6))
     alpha = np.array([[0.2, 0.0, 0.0, 0.0, -0.4, 0.0]])
     return blocks, alpha, Lam, sigma
