@@ -77,14 +77,22 @@ def load(name: str) -> tuple[pd.DataFrame, bs.Schema, str]:
         return df, schema, "incomegt50K ~ age + education_num + hours_per_week + sex"
     if name == "sd2011":
         df = pd.read_csv(DATA / "sd2011.csv", keep_default_na=False, na_values=[""])
-        # What a survey statistician states: the two "not applicable" rules, the age groups
-        # as a function of age, and the body-mass index as a function of height and weight
-        # (synthpop's rules and passive synthesis).
+        # What a survey statistician states: the "not applicable" rules (cigarettes for
+        # non-smokers, unemployment duration for those not out of work, the dates of a
+        # marriage for the never married and of a separation for the married and the never
+        # married, the emigration plans of those with none; the real data break each for at
+        # most 4 records, and infer_schema suggests each), the age groups as a function of
+        # age, and the body-mass index as a function of height and weight (synthpop's rules
+        # and passive synthesis).
         groups = {"16-24": (16, 24), "25-34": (25, 34), "35-44": (35, 44),
                   "45-59": (45, 59), "60-64": (60, 64), "65+": (65, 120)}
         schema = bs.infer_schema(df, suggest=False).with_rules([
             Rule("nociga", -8, (("smoke", ("NO",)),)),
             Rule("wkabdur", -8, (("workab", ("NO",)),)),
+            *(Rule(c, None, (("marital", ("SINGLE",)),)) for c in ("ymarr", "mmarr")),
+            *(Rule(c, None, (("marital", ("MARRIED", "SINGLE")),))
+              for c in ("msepdiv", "ysepdiv")),
+            *(Rule(c, None, (("wkabint", ("NO",)),)) for c in ("wkabintdur", "emcc")),
             *(Rule("agegr", g, (("age", tuple(range(lo, hi + 1))),))
               for g, (lo, hi) in groups.items()),
         ]).with_formulas({"bmi": "weight / (height / 100) ** 2"})
