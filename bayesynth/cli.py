@@ -277,6 +277,7 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
         schema,
         n_factors=args.n_factors,
         categorical=args.categorical,
+        categorical_margins=args.categorical_margins,
         draws=args.draws,
         tune=args.tune if args.tune is not None else args.draws,
         chains=args.chains,
@@ -424,6 +425,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--categorical", choices=("model", "empirical"), default="model",
                    help="how categorical combinations are drawn: from the model (default; copies "
                         "no real combination) or the real joint frequencies")
+    s.add_argument("--categorical-margins", choices=("data", "model"), default="data",
+                   help="in model mode, each categorical variable's one-way frequencies: the "
+                        "data's (default; the model gives the dependence) or the model's")
     s.add_argument("--targets", help="comma-separated key outcomes to synthesise with BART "
                    "rank regressions (Feldman & Kowal, section 5)")
     s.add_argument("--bart-trees", type=int, default=200, help="trees per BART target")

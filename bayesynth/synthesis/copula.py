@@ -62,6 +62,7 @@ from bayesynth.schema import (
 )
 from bayesynth.synthesis._output import _restore, finish, not_modelled
 from bayesynth.synthesis.base import Synthesizer, _version, read_idata, select_draws
+from bayesynth.synthesis.level_margins import calibrated_intercepts
 from bayesynth.synthesis.marginals import (
     AtomMarginal,
     DiscreteMarginal,
@@ -79,6 +80,7 @@ from bayesynth.synthesis.targeted import (
 __all__ = ["CopulaSynthesizer", "draw_latent", "CATEGORICAL_MODES"]
 
 CATEGORICAL_MODES = ("empirical", "model")
+CATEGORICAL_MARGINS = ("data", "model")
 _FORMAT = "bayesynth-copula-synthesizer"
 
 
@@ -274,12 +276,22 @@ class CopulaSynthesizer(Synthesizer):
         Number of factors (default: principal components explaining 95% of variance).
     categorical : {"model", "empirical"}, default "model"
         How the combination of categorical levels of a synthetic record is drawn: from the
-        fitted model (the default: no combination is copied and no count of the real data is
-        stored; under the multinomial probit the level probabilities match the data within
-        Monte Carlo error, ``benchmarks/categorical_modes.py``) or from the joint frequencies
+        fitted model (the default: no combination is copied and no joint count of the real
+        data is stored; see ``categorical_margins`` for the one-way frequencies,
+        ``benchmarks/categorical_modes.py``) or from the joint frequencies
         of the real data (the paper: reproduces cross-tabulations exactly in expectation, but
         every synthetic combination is a real one, unique ones included, and :meth:`save`
         stores the exact joint table).
+    categorical_margins : {"data", "model"}, default "data"
+        In ``"model"`` mode, where each categorical variable's one-way level frequencies come
+        from. ``"data"``: each posterior draw's intercepts are shifted so that its implied
+        level probabilities equal the training data's frequencies, the dependence (loadings
+        and residual scales) being the draw's, as the ordered columns take their marginals
+        from the data (:mod:`bayesynth.synthesis.level_margins`). ``"model"``: the draw's
+        own implied probabilities, which the posterior bends where the copula misfits a
+        variable's dependence (SD2011: 0.58 married given the model, 0.60 in the data). Only
+        multinomial-probit variables with a level for every record (no rule or missing value
+        leaves a record without one) are shifted. :meth:`save` stores the one-way frequencies.
     categorical_likelihood : {"mnp", "rpl"}, default "mnp"
         See :func:`bayesynth.models.rank_probit_copula`.
     continuous : {"normal_scores", "rank"}, default "normal_scores"
@@ -364,6 +376,7 @@ class CopulaSynthesizer(Synthesizer):
         *,
         n_factors: int | None = None,
         categorical: str = "model",
+        categorical_margins: str = "data",
         categorical_likelihood: str = "mnp",
         continuous: str = "normal_scores",
         draws: int = 1000,
@@ -388,6 +401,7 @@ class CopulaSynthesizer(Synthesizer):
         self.schema = schema
         self.n_factors = n_factors
         self.categorical = categorical
+        self.categorical_margins = categorical_margins
         self.categorical_likelihood = categorical_likelihood
         self.continuous = continuous
         self.draws = draws
@@ -415,6 +429,11 @@ class CopulaSynthesizer(Synthesizer):
         if self.categorical not in CATEGORICAL_MODES:
             raise SchemaError(
                 f"categorical must be one of {CATEGORICAL_MODES}; got {self.categorical!r}."
+            )
+        if self.categorical_margins not in CATEGORICAL_MARGINS:
+            raise SchemaError(
+                f"categorical_margins must be one of {CATEGORICAL_MARGINS}; got "
+                f"{self.categorical_margins!r}."
             )
         if self.target_draw not in TARGET_DRAWS:
             raise SchemaError(
@@ -614,6 +633,10 @@ class CopulaSynthesizer(Synthesizer):
                 self.marginals_[o.name] = fit_marginal(
                     x[keep], continuous=True, integer=bool(col.integer) or col.type == "count",
                     decimals=col.decimals)
+        # one-way level frequencies of the variables that show a level for every record
+        self.level_margins_ = {
+            b.name: (np.bincount(b.codes, minlength=len(b.levels)) / len(b.codes)).tolist()
+            for b in layout.categorical if b.likelihood == "mnp" and np.all(b.codes >= 0)}
         if self._blocks and self.categorical == "empirical":
             codes = np.column_stack([b.codes for b in layout.categorical])
             combos, counts = np.unique(codes, axis=0, return_counts=True)
@@ -670,7 +693,14 @@ class CopulaSynthesizer(Synthesizer):
         rng = np.random.default_rng(random_seed)
         alpha_full, Lam, sig = self._posterior_draws()
         picks = select_draws(Lam.shape[0], m, rng)  # distinct draws where possible
-        return [self._one(rng, alpha_full[s], Lam[s], sig[s], int(n_rows)) for s in picks]
+        out = []
+        for s in picks:
+            alpha = alpha_full[s]
+            margins = getattr(self, "level_margins_", {})
+            if self.categorical == "model" and self.categorical_margins == "data" and margins:
+                alpha = calibrated_intercepts(rng, alpha, Lam[s], sig[s], self._blocks, margins)
+            out.append(self._one(rng, alpha, Lam[s], sig[s], int(n_rows)))
+        return out
 
     def _one(self, rng: np.random.Generator, alpha_full: np.ndarray, Lam: np.ndarray,
              sig: np.ndarray, n_rows: int) -> pd.DataFrame:
@@ -775,6 +805,7 @@ class CopulaSynthesizer(Synthesizer):
             "params": {
                 "n_factors": self.n_factors,
                 "categorical": self.categorical,
+                "categorical_margins": self.categorical_margins,
                 "categorical_likelihood": self.categorical_likelihood,
                 "continuous": self.continuous,
                 "draws": self.draws,
@@ -796,6 +827,7 @@ class CopulaSynthesizer(Synthesizer):
                         for o in self._ordered],
             "marginals": {k: v.to_dict() for k, v in self.marginals_.items()},
             "partial_columns": list(getattr(self, "partial_columns_", [])),
+            "level_margins": dict(getattr(self, "level_margins_", {})),
             "combos": None if self.combos_ is None else self.combos_.tolist(),
             "combo_probs": None if self.combo_probs_ is None else self.combo_probs_.tolist(),
             "targets": [{"name": tm.name, "design": tm.design.to_dict(),
@@ -843,6 +875,8 @@ class CopulaSynthesizer(Synthesizer):
             Schema.from_dict(state["schema"]),
             n_factors=params["n_factors"],
             categorical=params["categorical"],
+            # saved before the option existed: the model's own frequencies, as then
+            categorical_margins=params.get("categorical_margins", "model"),
             categorical_likelihood=params.get("categorical_likelihood", "rpl"),
             continuous=params.get("continuous", "rank"),
             draws=params["draws"],
@@ -863,6 +897,7 @@ class CopulaSynthesizer(Synthesizer):
                         for o in state["ordered"]]
         obj.marginals_ = {k: marginal_from_dict(v) for k, v in state["marginals"].items()}
         obj.partial_columns_ = list(state.get("partial_columns", []))
+        obj.level_margins_ = dict(state.get("level_margins", {}))
         if state.get("combos") is None:
             obj.combos_ = obj.combo_probs_ = None
         else:
