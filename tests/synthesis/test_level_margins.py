@@ -33,6 +33,22 @@ def test_calibrated_intercepts_give_the_target_shares_on_fresh_points():
     assert np.all(np.abs(_hard_shares(a, fresh) - p) < 5 * se + 1e-3)
 
 
+def test_a_draw_with_non_unit_scales_is_calibrated_to_its_own_covariance():
+    from bayesynth.synthesis.copula import _Block
+
+    rng = np.random.default_rng(2)
+    Lam, sig = rng.normal(size=(3, 2)), np.array([0.4, 1.7, 0.9])
+    block = _Block("g", np.array([0, 1, 2]), ("a", "b", "c", "d"), "mnp", 3)
+    p = np.array([0.1, 0.2, 0.3, 0.4])
+    a = calibrated_intercepts(rng, np.zeros(3), Lam, sig, [block], {"g": p})
+    S = Lam @ Lam.T + np.diag(sig**2)
+    fresh = rng.standard_normal((200_000, 3)) @ np.linalg.cholesky(S).T
+    got = _hard_shares(a, fresh)  # reference (level "d") first
+    want = np.r_[p[3], p[:3]]
+    se = np.sqrt(want * (1 - want) * (1 / 20_000 + 1 / len(fresh)))
+    assert np.all(np.abs(got - want) < 5 * se + 1e-3)
+
+
 def test_only_multinomial_probit_blocks_named_in_the_margins_move():
     from bayesynth.synthesis.copula import _Block
 
