@@ -27,9 +27,10 @@ the records outside that region no information about the latent value, so the mo
 it there is not identified by the data, and chains may wander along it (a selection model
 whose selection correlation only the normal tails inform). The quantities are therefore the
 observable ones, those of a synthetic record: the levels are read off the latent columns,
-missing indicators and special codes applied, then the schema's rules in order (rules whose
-conditions name ordered columns cannot be evaluated from the categorical part and are left
-out); a conditional mean of an ordered column is taken over the points where it is shown
+the schema's rules applied in order (rules whose conditions name ordered columns cannot be
+evaluated from the categorical part and are left out), then the missingness indicators (read
+off their ranks among the points no rule fixes, as synthesis reads them) and special codes;
+a conditional mean of an ordered column is taken over the points where it is shown
 (standardised by its mean and spread there, where synthesis reads its ranks), its mean given
 its own code level is dropped (always zero), and the correlation of two ordered columns either
 of which is shown for only some records is ``C[a, b | shown]``, their correlation over the
@@ -269,8 +270,8 @@ def implied_quantities(
 
     The categorical columns and the missingness indicators (``c``) are drawn jointly from
     their normal law N(alpha_c, Sigma_cc) by pushing common standard normal draws through the
-    Cholesky factor of Sigma_cc; the level of each variable is read off its columns, then
-    missing values, special codes and the rules are applied. An ordered column t enters
+    Cholesky factor of Sigma_cc; the level of each variable is read off its columns, then the
+    rules, missing values and special codes are applied. An ordered column t enters
     through ``E[z_t | c] = beta_t' (c - alpha_c)``, ``beta_t = Sigma_cc^-1 Sigma_ct`` (its
     residual averaged out analytically).
 
