@@ -354,8 +354,9 @@ class CopulaSynthesizer(Synthesizer):
     dataset from its own posterior draw (:func:`~bayesynth.synthesis.select_draws`: distinct
     draws while there are enough). :meth:`save` writes ``meta.json``, ``posterior.nc`` (the
     InferenceData), ``target_<j>.nc`` (each BART target's trees as flat arrays) and
-    ``synthesizer.json`` (parameters, schema, the estimated marginals and, in ``"empirical"``
-    mode, the categorical combination frequencies). These are summaries of the confidential
+    ``synthesizer.json`` (parameters, schema, the estimated marginals, the categorical
+    variables' one-way level frequencies and, in ``"empirical"`` mode, the categorical
+    combination frequencies). These are summaries of the confidential
     data: keep the directory as confidential as the data. Directories saved before
     ``meta.json`` existed still load.
 
