@@ -265,6 +265,13 @@ def draw_latent(
     return z, codes_out
 
 
+def _ranks_within(u: np.ndarray, zj: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Return ``u`` with its ``mask`` entries replaced by the mid-ranks of ``zj`` there."""
+    u = u.copy()
+    u[mask] = (rankdata(zj[mask]) - 0.5) / mask.sum()
+    return u
+
+
 class CopulaSynthesizer(Synthesizer):
     """Fully synthetic data from the extended rank-probit Gaussian copula.
 
@@ -694,11 +701,12 @@ class CopulaSynthesizer(Synthesizer):
         rng = np.random.default_rng(random_seed)
         alpha_full, Lam, sig = self._posterior_draws()
         picks = select_draws(Lam.shape[0], m, rng)  # distinct draws where possible
+        margins = getattr(self, "level_margins_", {})
+        calibrate = self.categorical == "model" and self.categorical_margins == "data" and margins
         out = []
         for s in picks:
             alpha = alpha_full[s]
-            margins = getattr(self, "level_margins_", {})
-            if self.categorical == "model" and self.categorical_margins == "data" and margins:
+            if calibrate:
                 alpha = calibrated_intercepts(rng, alpha, Lam[s], sig[s], self._blocks, margins)
             out.append(self._one(rng, alpha, Lam[s], sig[s], int(n_rows)))
         return out
@@ -766,8 +774,7 @@ class CopulaSynthesizer(Synthesizer):
             u = ndtr(z[:, o.latent] / sd[o.latent])
             r = None if free is None else free.get(o.name)
             if r is not None and r.any() and not r.all():
-                u = u.copy()
-                u[r] = (rankdata(z[r, o.latent]) - 0.5) / r.sum()
+                u = _ranks_within(u, z[:, o.latent], r)
             missing[o.name] = self.marginals_[f"{o.name}[missing]"].ppf(u) > 0.5
         for o in self._ordered:
             if o.kind == "missing":
@@ -778,8 +785,7 @@ class CopulaSynthesizer(Synthesizer):
             if m is not None and o.name in missing:
                 m = m & ~missing[o.name]
             if m is not None and m.any():
-                u = u.copy()
-                u[m] = (rankdata(z[m, o.latent]) - 0.5) / m.sum()
+                u = _ranks_within(u, z[:, o.latent], m)
             y = self.marginals_[o.name].ppf(u)
             if col.type in ("binary", "ordinal"):
                 y = np.array(col.levels, dtype=object)[y.astype(np.int64)]
