@@ -323,6 +323,9 @@ def implied_quantities(
     offsets = np.cumsum([0] + [len(b["latent"]) for b in cats])
     partial = np.array(blocks.partial, dtype=bool)
     value_level = [b["levels"].index("value") if "value" in b["levels"] else -1 for b in cats]
+    # per block, the ordered columns it is the code block of (their mean given it: no quantity)
+    own = [[i for i, o in enumerate(ords) if o.get("code_block") == b_i]
+           for b_i in range(len(cats))]
     pair_list = [(a, b) for a in range(len(cats)) for b in range(a + 1, len(cats))] if pairs \
         else []
     opairs = [(a, b) for a in range(n_ord) for b in range(a + 1, n_ord)
@@ -410,8 +413,7 @@ def implied_quantities(
                 with np.errstate(invalid="ignore", divide="ignore"):
                     cm = ((onehot.T @ (M * W)) / cnt - mu) / np.sqrt(var)
                 cm[cnt == 0] = np.nan
-                own = [i for i, o in enumerate(ords) if o.get("code_block") == b_i]
-                cm[:, own] = np.nan  # an ordered column given its own code: not a quantity
+                cm[:, own[b_i]] = np.nan
                 cmean[s, start:start + K] = cm
             start += K
         for a, b in opairs:
