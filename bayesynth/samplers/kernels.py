@@ -1170,20 +1170,19 @@ def _redraw_column(st, sp, zj, mean, s, kind, bound):  # pragma: no cover - comp
 
 
 @numba.njit(cache=True)
-def _row_target(theta, X, kind, bound, inv_sd, mu0, P0, grad, H, need):  # pragma: no cover
-    """Return the log target of one categorical column's (alpha, lambda).
+def _row_terms(theta, X, kind, bound, inv_sd, gv, wv, need):  # pragma: no cover - compiled
+    """Return the log likelihood of one categorical column's (alpha, lambda).
 
-    With ``need`` also its gradient and Hessian (written into ``grad`` and ``H``). Rows with
-    kind 0 carry no information.
+    With ``need`` also each record's gradient factor (into ``gv``: the log likelihood's
+    gradient is ``X' gv``) and the square root of its curvature (into ``wv``: the Hessian is
+    ``-(wv X)'(wv X)``). Rows with kind 0 carry no information.
     """
     n, d = X.shape
     val = 0.0
-    if need:
-        for a in range(d):
-            grad[a] = 0.0
-            for b in range(d):
-                H[a, b] = 0.0
     for i in range(n):
+        if need:
+            gv[i] = 0.0
+            wv[i] = 0.0
         if kind[i] == 0:
             continue
         m = 0.0
@@ -1200,22 +1199,35 @@ def _row_target(theta, X, kind, bound, inv_sd, mu0, P0, grad, H, need):  # pragm
                 r = math.exp(-0.5 * t * t - lphi) * 0.3989422804014327
             else:
                 r = -t
-            g = sg * r * inv_sd
-            w = r * (r + t) * inv_sd * inv_sd
-            for a in range(d):
-                xa = X[i, a]
-                grad[a] += g * xa
-                for b in range(a + 1):
-                    H[a, b] -= w * xa * X[i, b]
-    for a in range(d):
-        da = theta[a] - mu0[a]
-        val -= 0.5 * P0[a] * da * da
-        if need:
-            grad[a] -= P0[a] * da
-            H[a, a] -= P0[a]
-            for b in range(a):
-                H[b, a] = H[a, b]
+            gv[i] = sg * r * inv_sd
+            # r (r + t) > 0 for every t (the normal hazard exceeds -t): log-concavity
+            wv[i] = math.sqrt(r * (r + t)) * inv_sd
     return val
+
+
+def _row_target(theta, X, kind, bound, inv_sd, mu0, P0, grad, H, need):
+    """Return the log target of one categorical column's (alpha, lambda).
+
+    The probit log likelihood (:func:`_row_terms`) plus the normal prior N(mu0, diag(1/P0));
+    with ``need`` also its gradient and Hessian, written into ``grad`` and ``H`` (the
+    Hessian's records part as one matrix product).
+    """
+    n = X.shape[0]
+    gv = np.empty(n) if need else _EMPTY
+    wv = np.empty(n) if need else _EMPTY
+    val = _row_terms(theta, X, kind, bound, inv_sd, gv, wv, need)
+    da = theta - mu0
+    val -= 0.5 * float(np.sum(P0 * da * da))
+    if need:
+        grad[:] = X.T @ gv - P0 * da
+        Xw = X * wv[:, None]
+        np.matmul(Xw.T, Xw, out=H)
+        H *= -1.0
+        H[np.diag_indices_from(H)] -= P0
+    return val
+
+
+_EMPTY = np.empty(0)
 
 
 def draw_categorical_rows(
@@ -1367,9 +1379,10 @@ def draw_categorical_rows(
             mode_cache[c] = mode_c
         prop = mode_c + solve_triangular(L_c.T, rng.standard_normal(d), lower=False)
         s_prop = math.sqrt(float(sd[j]) ** 2 + float(prop[1:] @ V @ prop[1:]))
-        # the mode at the proposal's scale lies next to mode_c: start there (Newton converges
-        # to the unique mode from any start; the start only saves steps)
-        mode_p, L_p = _row_mode(mode_c, Xm, kind, bound, 1.0 / s_prop, mu0, P0, grad, H,
+        # the mode at the proposal's scale lies next to mode_c rescaled by the scale ratio:
+        # start there (Newton converges to the unique mode from any start; the start only
+        # saves steps)
+        mode_p, L_p = _row_mode(mode_c * (s_prop / s_cur), Xm, kind, bound, 1.0 / s_prop, mu0, P0, grad, H,
                                 newton_steps)
         lp_cur = _row_target(cur, Xm, kind, bound, 1.0 / s_cur, mu0, P0, grad, H, False)
         lp_prop = _row_target(prop, Xm, kind, bound, 1.0 / s_prop, mu0, P0, grad, H, False)
@@ -1393,22 +1406,30 @@ def _row_mode(start, X, kind, bound, inv, mu0, P0, grad, H, newton_steps):
     """Find the mode of one column's (log-concave) row target by damped Newton steps.
 
     Returns the mode and the Cholesky factor of the negative Hessian there (the precision of
-    the normal proposal).
+    the normal proposal). Stops when the next Newton step is below 1e-10 in every coordinate
+    (quadratic convergence puts the point that close to the mode); a step is halved only
+    while it loses more than the rounding error of the sum over records, so near the mode,
+    where the change is below that error, rounding cannot trigger halvings (measured: 3-5
+    evaluations per search from the last iteration's mode, against 4-49 with an absolute
+    1e-12 test).
     """
     mode = np.array(start, dtype=np.float64, copy=True)
     val = _row_target(mode, X, kind, bound, inv, mu0, P0, grad, H, True)
     for _ in range(newton_steps):
         step = np.linalg.solve(-H, grad)
+        if float(np.max(np.abs(step))) < 1e-10:
+            break  # at the mode: the proposal no longer depends on the starting value
+        # A trial may lose up to the rounding error of the sum over records (about 1e-12 of
+        # its size): near the mode the change is below it, and halving would not help.
+        slack = 1e-12 * (1.0 + abs(val))
         t = 1.0
         while True:  # each trial also leaves its gradient and Hessian in grad and H
             trial = mode + t * step
             v2 = _row_target(trial, X, kind, bound, inv, mu0, P0, grad, H, True)
-            if v2 >= val - 1e-12 or t < 1e-6:
+            if v2 >= val - slack or t < 1e-6:
                 break
             t *= 0.5
         mode, val = trial, v2
-        if float(np.max(np.abs(t * step))) < 1e-10:
-            break  # at the mode: the proposal no longer depends on the starting value
     return mode, np.linalg.cholesky(-H)
 
 

@@ -653,26 +653,26 @@ class PrecisionGibbs(CopulaGibbsStep):
 class InterceptGibbs(CopulaGibbsStep):
     """Intercepts of the categorical columns, with their latent values integrated out.
 
-    Intercepts of the categorical columns, each drawn with its column's latent values
-    integrated out (slice sampling, :func:`~bayesynth.samplers.kernels.draw_alpha_collapsed`);
-    then, for the categorical columns (those of levels with at most ``rare_share`` of the
-    records; all by default), intercept and loadings jointly by an exact Metropolis-Hastings
-    step with the latent values and the factor scores integrated out
-    (:func:`~bayesynth.samplers.kernels.draw_categorical_rows`). Both redraw the column's
-    latent values afterwards: exact partially collapsed blocks. Needs a normal prior on
-    ``alpha`` and, for the second part, a zero-mean normal prior on ``Lambda``.
+    For the categorical columns of the rarest levels (those with at most ``rare_share`` of
+    the records, as many as ``row_budget`` affords), intercept and loadings jointly by an
+    exact Metropolis-Hastings step with the latent values and the factor scores integrated out
+    (:func:`~bayesynth.samplers.kernels.draw_categorical_rows`); for the other categorical
+    columns, the intercept alone with the column's latent values integrated out (slice
+    sampling, :func:`~bayesynth.samplers.kernels.draw_alpha_collapsed`). Both redraw the
+    column's latent values afterwards: exact partially collapsed blocks. Needs a normal prior
+    on ``alpha`` and, for the joint move, a zero-mean normal prior on ``Lambda`` (without it
+    every column has its intercept collapsed).
 
     The plain Gibbs updates move a categorical column's intercept and loadings by O(1/sqrt(n))
     per iteration whatever their posterior spread; for rare levels, whose parameters are
     uncertain, that makes them mix very slowly; so do the strongly correlated utilities of an
     ordinal variable treated as unordered. The joint move costs O(n k^2) per column (two
-    Newton searches to a mode, about 16 evaluations of the Hessian), so it is given to the
-    columns in order of rarity while their total cost n (k + 1)^2 (number of columns) stays
-    below ``row_budget`` (5e7); the other columns have their intercepts alone collapsed.
-    Measured on one core: 13 columns at n = 20,000, k = 8 (cost 2.1e7) take 0.29 s an
-    iteration, 5 columns at n = 5,000, k = 41 (SD2011) 0.075 s. With more than
-    ``max_columns`` categorical columns, a random subset of that many has its intercept
-    collapsed each iteration (a random scan of exact moves).
+    Newton searches to a mode, about 4 evaluations of the Hessian each), so it is given to
+    the columns in order of rarity while their total cost n (k + 1)^2 (number of columns)
+    stays below ``row_budget`` (5e7). Measured on one core (2026-12-01): 13 columns at
+    n = 20,000, k = 8 (cost 2.1e7) take 0.12 s an iteration, 4 columns at n = 5,000, k = 46
+    (SD2011) 0.045 s. With more than ``max_columns`` columns left to the intercept-only update,
+    a random subset of that many is updated each iteration (a random scan of exact moves).
     """
 
     name = "intercept_gibbs"
@@ -723,14 +723,19 @@ class InterceptGibbs(CopulaGibbsStep):
         z = _owned_z(z)
         pm_, ps = _alpha_prior(s, self._mu, self._sd, point)
         Lam, eta, sd = s.value(point, "Lambda"), s.value(point, "eta"), s.sd(point)
-        n_cols = len(self._rare)
-        cols = None
-        if n_cols > self.max_columns:
-            cols = np.zeros(n_cols, dtype=bool)
-            cols[self.rng.choice(n_cols, self.max_columns, replace=False)] = True
-        alpha = draw_alpha_collapsed(self.rng, z, s.alpha_full(point), Lam, eta, sd, s.layout,
-                                     pm_, ps, columns=cols)
-        if self._lam_sd is not None and self._rare.any():
+        rows = self._lam_sd is not None and self._rare.any()
+        # the row move draws a column's intercept too (jointly with its loadings, from the
+        # same collapsed conditional): the intercept-only update is left to the other columns
+        cols = ~self._rare if rows else np.ones(len(self._rare), dtype=bool)
+        free = np.flatnonzero(cols)
+        if len(free) > self.max_columns:
+            cols[:] = False
+            cols[self.rng.choice(free, self.max_columns, replace=False)] = True
+        alpha = s.alpha_full(point)
+        if cols.any():
+            alpha = draw_alpha_collapsed(self.rng, z, alpha, Lam, eta, sd, s.layout, pm_, ps,
+                                         columns=cols)
+        if rows:
             lam_pp = np.broadcast_to(1.0 / np.asarray(self._lam_sd(point)) ** 2, (s.p, s.k))
             alpha, Lam, self._accept = draw_categorical_rows(
                 self.rng, z, alpha, Lam, eta, sd, s.layout, pm_, ps, lam_pp, columns=self._rare,

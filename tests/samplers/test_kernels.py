@@ -544,6 +544,51 @@ def test_collapsed_categorical_updates_target_the_probit_posterior(rng, kernel):
 
 
 
+def test_row_target_derivatives_and_mode(rng):
+    """The probit row target of the joint (alpha, lambda) move: its value against scipy's
+    log Phi (both tails, ignored rows), its gradient and Hessian against central differences of
+    the value, and the Newton mode the same from two distant starts with a zero gradient there
+    (the independence proposal needs a mode that does not depend on the chain's state)."""
+    n, d = 400, 4
+    X = np.column_stack([np.ones(n), rng.normal(size=(n, d - 1))])
+    kind = rng.choice([-1, 0, 1], size=n, p=[0.5, 0.1, 0.4]).astype(np.int64)
+    bound = rng.normal(size=n)
+    bound[:5] = 40.0  # far tails: log Phi of about -800 and 0
+    mu0, P0 = rng.normal(size=d) * 0.1, rng.uniform(0.5, 2.0, size=d)
+    inv = 1.0 / 0.8
+    theta = rng.normal(size=d) * 0.3
+    grad, H = np.empty(d), np.empty((d, d))
+    sg = np.where(kind > 0, 1.0, -1.0)
+    t = sg * (X @ theta - bound) * inv
+    ref = stats.norm.logcdf(t)[kind != 0].sum() - 0.5 * np.sum(P0 * (theta - mu0) ** 2)
+    val = K._row_target(theta, X, kind, bound, inv, mu0, P0, grad, H, True)
+    assert val == pytest.approx(ref, rel=1e-10)
+
+    def f(th):
+        return K._row_target(th, X, kind, bound, inv, mu0, P0, np.empty(d), np.empty((d, d)),
+                             False)
+
+    h = 1e-5
+    num_g = np.array([(f(theta + h * e) - f(theta - h * e)) / (2 * h) for e in np.eye(d)])
+    np.testing.assert_allclose(grad, num_g, rtol=1e-5, atol=1e-5)
+    num_H = np.empty((d, d))
+    for a, e in enumerate(np.eye(d)):
+        g1, g2 = np.empty(d), np.empty(d)
+        K._row_target(theta + h * e, X, kind, bound, inv, mu0, P0, g1, np.empty((d, d)), True)
+        K._row_target(theta - h * e, X, kind, bound, inv, mu0, P0, g2, np.empty((d, d)), True)
+        num_H[a] = (g1 - g2) / (2 * h)
+    np.testing.assert_allclose(H, num_H, rtol=1e-5, atol=1e-4)
+    assert np.all(np.linalg.eigvalsh(H) < 0)  # log-concave
+    modes = []
+    for start in (np.zeros(d), rng.normal(size=d) * 3.0):
+        m, L = K._row_mode(start, X, kind, bound, inv, mu0, P0, grad, H, 30)
+        K._row_target(m, X, kind, bound, inv, mu0, P0, grad, H, True)
+        assert np.max(np.abs(np.linalg.solve(H, grad))) < 1e-9
+        np.testing.assert_allclose(L @ L.T, -H, rtol=1e-12, atol=1e-12)
+        modes.append(m)
+    np.testing.assert_allclose(modes[0], modes[1], rtol=0, atol=1e-9)
+
+
 def test_categorical_rows_with_scores_integrated_out_target_the_marginal_probit(rng):
     """A binary column y and an ordered column w sharing one factor, with w's latent values,
     loading and residual sd held fixed. Integrating the factor scores out, y follows a probit
