@@ -271,3 +271,41 @@ def test_score_translation_move_shifts_scores_and_keeps_every_likelihood_mean():
     np.testing.assert_allclose((new["z"] - mean_new)[:, rank], (point["z"] - mean_old)[:, rank],
                                atol=1e-12)
     np.testing.assert_array_equal(new["z"][:, fixed], point["z"][:, fixed])
+
+
+@pytest.mark.parametrize("afford", [0, 1, 2, None])
+def test_intercept_step_updates_every_categorical_column_once(model, monkeypatch, afford):
+    """InterceptGibbs gives each categorical column exactly one of its two exact moves: the
+    joint (intercept, loadings) row move to the rarest columns the budget affords, the
+    intercept-only collapsed update to the rest (none skipped, none updated twice)."""
+    import importlib
+
+    from bayesynth.samplers.steps import InterceptGibbs
+
+    steps_mod = importlib.import_module("bayesynth.samplers.steps")
+    lay = bs.models.get_layout(model)
+    per_column = lay.n * (int(model.dim_lengths["factor"].eval()) + 1) ** 2
+    budget = 1e12 if afford is None else (afford + 0.5) * per_column
+    monkeypatch.setattr(InterceptGibbs, "row_budget", budget)
+    seen = {}
+
+    def spy(name, fn):
+        def inner(*args, columns=None, **kw):
+            seen[name] = None if columns is None else np.asarray(columns, dtype=bool).copy()
+            return fn(*args, columns=columns, **kw)
+        return inner
+
+    monkeypatch.setattr(steps_mod, "draw_alpha_collapsed",
+                        spy("alpha", steps_mod.draw_alpha_collapsed))
+    monkeypatch.setattr(steps_mod, "draw_categorical_rows",
+                        spy("rows", steps_mod.draw_categorical_rows))
+    step = InterceptGibbs(model=model, rng=np.random.default_rng(0))
+    n_cols = len(step._rare)
+    assert n_cols >= 3 and step.max_columns >= n_cols
+    point = dict(model.initial_point())
+    step._update(point)
+    rows = seen.get("rows", np.zeros(n_cols, dtype=bool))
+    alpha = seen.get("alpha", np.zeros(n_cols, dtype=bool))
+    np.testing.assert_array_equal(rows, step._rare)
+    np.testing.assert_array_equal(rows ^ alpha, np.ones(n_cols, dtype=bool))
+    assert rows.sum() == (n_cols if afford is None else afford)
