@@ -1382,8 +1382,8 @@ def draw_categorical_rows(
         # the mode at the proposal's scale lies next to mode_c rescaled by the scale ratio:
         # start there (Newton converges to the unique mode from any start; the start only
         # saves steps)
-        mode_p, L_p = _row_mode(mode_c * (s_prop / s_cur), Xm, kind, bound, 1.0 / s_prop, mu0, P0, grad, H,
-                                newton_steps)
+        mode_p, L_p = _row_mode(mode_c * (s_prop / s_cur), Xm, kind, bound, 1.0 / s_prop, mu0,
+                                P0, grad, H, newton_steps)
         lp_cur = _row_target(cur, Xm, kind, bound, 1.0 / s_cur, mu0, P0, grad, H, False)
         lp_prop = _row_target(prop, Xm, kind, bound, 1.0 / s_prop, mu0, P0, grad, H, False)
         u_c = L_c.T @ (prop - mode_c)  # forward proposal density at prop
