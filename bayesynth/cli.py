@@ -321,7 +321,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
           f"({args.tune} burn-in) in {t_fit:.1f} s")
     print(f"convergence on what synthesis uses (correlations, level probabilities, "
           f"conditional means): max R-hat {conv.max_rhat:.3f} "
-          f"({100 * conv.share_rhat_above_1_01:.0f}% above 1.01), bulk ESS min "
+          f"({100 * conv.share_rhat_above_1_01:.1f}% above 1.01), bulk ESS min "
           f"{conv.min_ess_bulk:.0f}, median {conv.median_ess_bulk:.0f}")
     for w in caught:
         if issubclass(w.category, RuntimeWarning):

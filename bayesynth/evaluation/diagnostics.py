@@ -269,7 +269,7 @@ class SynthesisDiagnosis(NamedTuple):
 def synthesis_diagnostics(
     idata: az.InferenceData,
     *,
-    max_draws: int = 1000,
+    max_draws: int | None = None,
     n_mc: int | None = None,
     rhat_max: float = 1.01,
     ess_min: float | None = None,
@@ -298,8 +298,10 @@ def synthesis_diagnostics(
     ----------
     idata : arviz.InferenceData
         From :func:`bayesynth.sample` on a :func:`~bayesynth.models.rank_probit_copula` model.
-    max_draws : int, default 1000
-        Draws used in all (evenly thinned per chain above this).
+    max_draws : int, optional
+        Draws used in all (evenly thinned per chain above this); default
+        :data:`bayesynth.models.copula_quantities.MAX_DRAWS` (4000: with fewer, R-hat of
+        independent draws over hundreds of quantities reaches 1.01 by chance).
     n_mc : int, optional
         Monte Carlo points of the implied quantities (default
         :data:`bayesynth.models.copula_quantities.N_MC`).
@@ -315,9 +317,10 @@ def synthesis_diagnostics(
     -------
     SynthesisDiagnosis
     """
-    from bayesynth.models.copula_quantities import synthesis_quantity_table
+    from bayesynth.models.copula_quantities import MAX_DRAWS, synthesis_quantity_table
 
-    table, thin = synthesis_quantity_table(idata, max_draws=max_draws, n_mc=n_mc, model=model)
+    table, thin = synthesis_quantity_table(idata, max_draws=max_draws or MAX_DRAWS, n_mc=n_mc,
+                                           model=model)
     nc = idata.posterior.sizes["chain"]
     ess_min = 100.0 * nc if ess_min is None else float(ess_min)
     problems = []

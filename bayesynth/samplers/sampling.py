@@ -114,7 +114,8 @@ def _check_convergence(idata: az.InferenceData) -> None:
     The quantities are those of :func:`bayesynth.evaluation.synthesis_diagnostics`: the
     correlations between ordered variables, the implied level probabilities, the pairwise
     association of categorical variables and the category-conditional means of ordered columns
-    (computed on at most 1,000 evenly thinned draws).
+    (computed on at most :data:`~bayesynth.models.copula_quantities.MAX_DRAWS` evenly thinned
+    draws, 4000).
     """
     from bayesynth.models.copula_quantities import BLOCKS_ATTR, synthesis_quantity_table
 
