@@ -30,8 +30,14 @@ from scipy.special import logsumexp, softmax
 
 __all__ = ["calibrate_block", "calibrated_intercepts", "N_CALIBRATION"]
 
-#: Monte Carlo points per categorical variable in :func:`calibrated_intercepts`.
-N_CALIBRATION = 20_000
+#: Monte Carlo points per categorical variable in :func:`calibrated_intercepts`. The level
+#: probabilities the shifted intercepts imply then differ from the targets by Monte Carlo
+#: error: measured on SD2011 (two posterior draws, three repeats, truth from 10^6 fresh
+#: points), total variation 0.004-0.006 for the 28-level ``eduspec`` and 0.004-0.006 for the
+#: 16-level ``region`` with 100,000 points, against 0.009-0.015 and 0.009-0.010 with 20,000 (as
+#: large as half the sampling noise of a 4,000-record table). About 1.5 s per draw for a
+#: 28-level variable.
+N_CALIBRATION = 100_000
 
 
 def calibrate_block(alpha: np.ndarray, x: np.ndarray, target: np.ndarray, *,
