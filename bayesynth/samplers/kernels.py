@@ -1200,8 +1200,9 @@ def _row_terms(theta, X, kind, bound, inv_sd, gv, wv, need):  # pragma: no cover
             else:
                 r = -t
             gv[i] = sg * r * inv_sd
-            # r (r + t) > 0 for every t (the normal hazard exceeds -t): log-concavity
-            wv[i] = math.sqrt(r * (r + t)) * inv_sd
+            # r (r + t) > 0 for every t (the normal hazard exceeds -t: log-concavity); the
+            # guard is for rounding in the far tail, where the two terms cancel
+            wv[i] = math.sqrt(max(r * (r + t), 0.0)) * inv_sd
     return val
 
 
