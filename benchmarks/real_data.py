@@ -2,7 +2,7 @@
 
 For each dataset (adult, SD2011 with all 35 columns, CE, NLTCS) the real records are split at
 random into a training part (80%) and a hold-out part (20%) that no synthesizer sees. Each
-synthesizer is fitted to the training part and draws one synthetic table of the same size.
+synthesizer is fitted to the training part and draws ``--m`` synthetic tables of the same size.
 Printed per dataset and synthesizer:
 
 * worst KS: the largest Kolmogorov-Smirnov distance over count and continuous columns, each
@@ -13,7 +13,7 @@ Printed per dataset and synthesizer:
   (what a generator of exactly the training distribution scores on one synthetic table, on
   average: the quantity the averaged distances estimate); ``worst KS/TV (one table)`` is the
   same on the first table alone, which a perfect generator also exceeds its floor on by
-  sampling noise (for SD2011's 27-level ``eduspec`` the bootstrap distance at n = 5,000 has sd
+  sampling noise (for SD2011's 28-level ``eduspec`` the bootstrap distance at n = 5,000 has sd
   0.004 around 0.020);
 * new values: discrete columns (at most 50 distinct values) whose synthetic values include
   one the real column does not have; integer: whether every integer column came back integer;

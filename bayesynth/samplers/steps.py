@@ -716,6 +716,10 @@ class InterceptGibbs(CopulaGibbsStep):
         self._zkey = model.rvs_to_values[model["z"]].name
         self._accept = 1.0
         self._modes = np.zeros((len(share), s.k + 1))  # Newton starts of the row moves
+        # the row move draws a column's intercept too (jointly with its loadings, from the
+        # same collapsed conditional): the intercept-only update is left to the other columns
+        self._rows = self._lam_sd is not None and bool(self._rare.any())
+        self._alpha_cols = ~self._rare if self._rows else np.ones(len(share), dtype=bool)
 
     def _update(self, point):
         s = self.structure
@@ -723,19 +727,16 @@ class InterceptGibbs(CopulaGibbsStep):
         z = _owned_z(z)
         pm_, ps = _alpha_prior(s, self._mu, self._sd, point)
         Lam, eta, sd = s.value(point, "Lambda"), s.value(point, "eta"), s.sd(point)
-        rows = self._lam_sd is not None and self._rare.any()
-        # the row move draws a column's intercept too (jointly with its loadings, from the
-        # same collapsed conditional): the intercept-only update is left to the other columns
-        cols = ~self._rare if rows else np.ones(len(self._rare), dtype=bool)
+        cols = self._alpha_cols
         free = np.flatnonzero(cols)
-        if len(free) > self.max_columns:
-            cols[:] = False
+        if len(free) > self.max_columns:  # a random subset (a copy: the mask stays whole)
+            cols = np.zeros_like(cols)
             cols[self.rng.choice(free, self.max_columns, replace=False)] = True
         alpha = s.alpha_full(point)
         if cols.any():
             alpha = draw_alpha_collapsed(self.rng, z, alpha, Lam, eta, sd, s.layout, pm_, ps,
                                          columns=cols)
-        if rows:
+        if self._rows:
             lam_pp = np.broadcast_to(1.0 / np.asarray(self._lam_sd(point)) ** 2, (s.p, s.k))
             alpha, Lam, self._accept = draw_categorical_rows(
                 self.rng, z, alpha, Lam, eta, sd, s.layout, pm_, ps, lam_pp, columns=self._rare,
