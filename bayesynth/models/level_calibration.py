@@ -1,0 +1,101 @@
+"""Intercepts of a multinomial-probit variable that give it prescribed level probabilities.
+
+A categorical variable under the multinomial probit has level probabilities
+``P(argmax(0, alpha + x) = h)``, ``x ~ N(0, Sigma)``. Given Monte Carlo points ``x_m`` and target
+shares ``p_h``, :func:`calibrate_block` finds the intercepts whose points fall into the levels in
+those proportions. It solves the smooth convex problem (the dual of assigning the points to
+levels in the given proportions)
+
+    minimise  tau * mean_m log(1 + sum_h exp((a_h + x_mh) / tau)) - sum_h p_h a_h,
+
+whose gradient is the softmax share of each level minus its target, by Newton's method. With
+``tau`` a hundredth of the utilities' spread the hard (argmax) shares of the points match the
+targets to about 1e-3. The problem is solved for a decreasing sequence of ``tau`` (0.3, 0.1,
+0.03, then 0.01 of the spread), each from the previous solution: at the final ``tau`` alone the
+softmax is nearly a step function, so from a distant start some levels get no mass, the Hessian is
+singular and Newton's steps run away (measured with 28 levels and 2,000 points from zero
+intercepts: hard shares off by up to 0.95 after 3.5 s of iterations), while the sequence reaches
+the same minimiser in 10-14 Newton steps (15 ms). A start already within
+:data:`START_CLOSE` of the targets goes to the final level directly.
+
+The synthesizer (:mod:`bayesynth.synthesis.level_margins`) and the convergence diagnostics
+(:func:`bayesynth.models.copula_quantities.implied_quantities`) both use it, so that convergence
+is judged on the calibrated quantities that synthesis reads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import logsumexp, softmax
+
+__all__ = ["calibrate_block", "TAU_STAGES"]
+
+#: Smoothing levels, as shares of the median spread of the utilities, solved in turn; the last
+#: one defines the solution.
+TAU_STAGES = (0.3, 0.1, 0.03, 0.01)
+
+#: A start whose shares are all within this of the targets goes straight to the final level
+#: (the usual case in synthesis, which starts from the draw's own intercepts: 0.8 s instead
+#: of 1.9 s for 28 levels on 100,000 points).
+START_CLOSE = 0.01
+
+
+def calibrate_block(alpha: np.ndarray, x: np.ndarray, target: np.ndarray, *,
+                    tol: float = 1e-8, max_iter: int = 100) -> np.ndarray:
+    """Find the intercepts whose implied level shares over ``x`` equal ``target``.
+
+    Parameters
+    ----------
+    alpha : numpy.ndarray, shape (d,)
+        Starting intercepts of the variable's d utility columns (the reference level's
+        utility is 0). The solution does not depend on them (the problem is strictly convex);
+        a start near it saves Newton steps.
+    x : numpy.ndarray, shape (M, d)
+        Monte Carlo draws of the utilities' deviations from their means.
+    target : numpy.ndarray, shape (d,)
+        Wanted share of each column's level; the reference level gets ``1 - target.sum()``.
+    tol : float, default 1e-8
+        Stop when every smoothed share is this close to its target (at the final smoothing
+        level; the earlier levels stop at 1e-3).
+    max_iter : int, default 100
+        Most Newton steps per smoothing level.
+
+    Returns
+    -------
+    numpy.ndarray, shape (d,)
+        The intercepts.
+    """
+    target = np.asarray(target, dtype=float)
+    x = np.asarray(x, dtype=float)
+    spread = float(np.median(x.std(axis=0)))
+    a = np.array(alpha, dtype=float, copy=True)
+    n, d = x.shape
+    zt = np.zeros((n, d + 1))
+    stages = TAU_STAGES
+    zt[:, 1:] = (a + x) / (TAU_STAGES[-1] * spread)
+    if np.max(np.abs(softmax(zt, axis=1)[:, 1:].mean(axis=0) - target)) < START_CLOSE:
+        stages = TAU_STAGES[-1:]  # already close (the draw's own intercepts): final level only
+    for stage, share in enumerate(stages):
+        tau = share * spread
+        stop = tol if stage == len(stages) - 1 else 1e-3
+
+        def parts(a, tau=tau):
+            zt[:, 1:] = (a + x) / tau
+            value = tau * float(np.mean(logsumexp(zt, axis=1))) - float(target @ a)
+            return value, softmax(zt, axis=1)[:, 1:]
+
+        val, s = parts(a)
+        for _ in range(max_iter):
+            g = s.mean(axis=0) - target
+            if np.max(np.abs(g)) < stop:
+                break
+            H = (np.diag(s.sum(axis=0)) - s.T @ s) / (n * tau)
+            step = np.linalg.solve(H + 1e-12 * np.eye(d), -g)
+            t = 1.0
+            while True:  # backtracking: the objective is convex
+                v2, s2 = parts(a + t * step)
+                if v2 <= val + 1e-4 * t * float(g @ step) or t < 1e-8:
+                    break
+                t *= 0.5
+            a, val, s = a + t * step, v2, s2
+    return a
