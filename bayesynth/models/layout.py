@@ -254,6 +254,29 @@ class LatentLayout:
         return np.sort(np.r_[self.rank_columns, self.k_lvl_cols]).astype(np.int64)
 
     @property
+    def unconstrained_records(self) -> list[tuple[int, np.ndarray]]:
+        """Per latent column, the records whose latent value the data leave unconstrained.
+
+        An ordered column's missing values, special codes and rule-fixed records, and the
+        records of a multinomial-probit variable that show no level of it (fixed by a rule):
+        there ``z_ij ~ N(alpha_j + lambda_j' eta_i, sigma_j^2)`` with no truncation. Only
+        columns with at least one such record are listed, as ``(latent index, sorted record
+        indices)``. (``"rpl"`` level columns treat an unknown level as "not this level", a
+        constraint, so they are never listed.)
+        """
+        out = []
+        for r in range(len(self.k_mnp_off) - 1):
+            free = np.flatnonzero(self.k_mnp_codes[r] == -2)
+            if len(free):
+                out.extend((int(j), free) for j in
+                           self.k_mnp_cols[self.k_mnp_off[r]:self.k_mnp_off[r + 1]])
+        for c, j in enumerate(self.k_ord_cols):
+            free = np.sort(self.k_mis_idx[self.k_mis_off[c]:self.k_mis_off[c + 1]])
+            if len(free):
+                out.append((int(j), free))
+        return sorted(out, key=lambda t: t[0])
+
+    @property
     def categorical_likelihood(self) -> str | None:
         """The likelihood of the categorical blocks (None without categorical variables)."""
         kinds = {b.likelihood for b in self.categorical}

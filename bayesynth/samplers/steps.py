@@ -71,6 +71,7 @@ from bayesynth.samplers.kernels import (
     draw_warp,
     draw_z,
     factor_mean,
+    redraw_unconstrained,
 )
 
 __all__ = [
@@ -567,8 +568,13 @@ class LoadingsGibbs(CopulaGibbsStep):
     """
 
     name = "loadings_gibbs"
-    targets = ("Lambda",)
+    targets = ("Lambda", "z")
     primary = ("Lambda",)
+    #: Integrate the latent values the data leave unconstrained (missing values, special
+    #: codes, rule-fixed records) out of each row's conditional, then redraw them: an exact
+    #: partially collapsed block (see :func:`~bayesynth.samplers.kernels.
+    #: observed_cross_products`). Off: the plain Gibbs block given every record.
+    collapse_unconstrained: ClassVar[bool] = True
 
     def _setup(self, model):
         _, sd = _normal_prior(model, "Lambda", "LoadingsGibbs", zero_mean=True)
@@ -577,21 +583,28 @@ class LoadingsGibbs(CopulaGibbsStep):
             self._nu = _mgp_nu(model, self.structure, "LoadingsGibbs")
         except IncompatibleModelError:
             self._nu = None  # any other zero-mean normal prior: row by row
+        self._free = (self.structure.layout.unconstrained_records
+                      if self.collapse_unconstrained else [])
+        self._zkey = model.rvs_to_values[model["z"]].name
 
     def _update(self, point):
         s = self.structure
-        prec = 1.0 / s.sd(point) ** 2
+        sd = s.sd(point)
+        prec = 1.0 / sd**2
+        z, alpha, eta = point[self._zkey], s.alpha_full(point), s.value(point, "eta")
         if self._nu is not None:
             tau = np.cumprod(s.value(point, "delta"))
-            Lam = draw_Lambda_marginal_phi(self.rng, s.value(point, "z"), s.alpha_full(point),
-                                           s.value(point, "eta"), prec,
-                                           s.value(point, "Lambda"), tau, self._nu)
+            Lam = draw_Lambda_marginal_phi(self.rng, z, alpha, eta, prec,
+                                           s.value(point, "Lambda"), tau, self._nu, self._free)
         else:
             prior_prec = np.broadcast_to(1.0 / np.asarray(self._prior_sd(point)) ** 2,
                                          (s.p, s.k))
-            Lam = draw_Lambda(self.rng, s.value(point, "z"), s.alpha_full(point),
-                              s.value(point, "eta"), prec, prior_prec)
+            Lam = draw_Lambda(self.rng, z, alpha, eta, prec, prior_prec, self._free)
         s.io["Lambda"].put(point, Lam)
+        if self._free:
+            z = _owned_z(z)
+            redraw_unconstrained(self.rng, z, alpha, Lam, eta, sd, self._free)
+            point[self._zkey] = z
 
 
 class ShrinkageGibbs(CopulaGibbsStep):
@@ -624,8 +637,10 @@ class PrecisionGibbs(CopulaGibbsStep):
     """
 
     name = "precision_gibbs"
-    targets = ("prec",)
+    targets = ("prec", "z")
     primary = ("prec",)
+    #: As :attr:`LoadingsGibbs.collapse_unconstrained`, for the residual precisions.
+    collapse_unconstrained: ClassVar[bool] = True
 
     def _setup(self, model):
         shape, rate = _fixed_gamma(model, "prec", "PrecisionGibbs")
@@ -641,13 +656,25 @@ class PrecisionGibbs(CopulaGibbsStep):
         if not np.allclose(s.sd(test), want, rtol=1e-8):
             raise IncompatibleModelError("PrecisionGibbs needs z ~ N(., prec^-1/2) on the "
                                          "free-scale columns and sd 1 elsewhere.")
+        free_records = (s.layout.unconstrained_records if self.collapse_unconstrained
+                        else [])
+        pos = {int(j): c for c, j in enumerate(s.free)}
+        self._free_local = [(pos[j], U) for j, U in free_records if j in pos]
+        self._free_full = [(j, U) for j, U in free_records if j in pos]
+        self._zkey = model.rvs_to_values[model["z"]].name
 
     def _update(self, point):
         s = self.structure
         f = s.free
-        prec = draw_prec(self.rng, s.value(point, "z")[:, f], s.alpha_full(point)[f],
-                         s.value(point, "Lambda")[f], s.value(point, "eta"), self._a, self._b)
+        z, alpha, Lam, eta = (point[self._zkey], s.alpha_full(point), s.value(point, "Lambda"),
+                              s.value(point, "eta"))
+        prec = draw_prec(self.rng, z[:, f], alpha[f], Lam[f], eta, self._a, self._b,
+                         self._free_local)
         s.io["prec"].put(point, prec)
+        if self._free_full:
+            z = _owned_z(z)
+            redraw_unconstrained(self.rng, z, alpha, Lam, eta, s.sd(point), self._free_full)
+            point[self._zkey] = z
 
 
 class InterceptGibbs(CopulaGibbsStep):

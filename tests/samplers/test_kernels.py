@@ -62,6 +62,112 @@ def test_draw_Lambda(small, rng):
         _mean_cov_close(draws[:, j, :], m, V)
 
 
+def _unconstrained_sets(n):
+    """Column 0: a few records free; columns 1 and 2: most records free, one shared array (as
+    the columns of one categorical variable share theirs); column 3 fully constrained."""
+    few = np.array([1, 4, 7])
+    most = np.setdiff1d(np.arange(n), [0, 3, 5, 8, 12, 20])
+    return [(0, few), (1, most), (2, most)]
+
+
+def test_observed_cross_products_are_sums_over_the_constraining_records(small, rng):
+    n, p, k = 25, small["p"], small["k"]
+    eta, z, alpha = rng.normal(size=(n, k)), rng.normal(size=(n, p)), small["alpha_full"]
+    free = _unconstrained_sets(n)
+    G, EtZ = K.observed_cross_products(z, alpha, eta, free)
+    for j in range(p):
+        keep = np.ones(n, dtype=bool)
+        for jj, U in free:
+            if jj == j:
+                keep[U] = False
+        e = eta[keep]
+        np.testing.assert_allclose(G[j], e.T @ e, atol=1e-12)
+        np.testing.assert_allclose(EtZ[:, j], e.T @ (z[keep, j] - alpha[j]), atol=1e-12)
+
+
+def test_draw_Lambda_integrates_the_unconstrained_records_out(small, rng):
+    p, k = small["p"], small["k"]
+    n = 25
+    eta = rng.normal(size=(n, k))
+    z = rng.normal(size=(n, p))
+    prec, alpha = small["prec"], small["alpha_full"]
+    prior_prec = rng.gamma(2.0, 1.0, size=(p, k))
+    free = _unconstrained_sets(n)
+    draws = np.array([K.draw_Lambda(rng, z, alpha, eta, prec, prior_prec, free)
+                      for _ in range(6000)])
+    for j in range(p):
+        keep = np.ones(n, dtype=bool)
+        for jj, U in free:
+            keep[U] &= jj != j
+        e = eta[keep]
+        V = np.linalg.inv(np.diag(prior_prec[j]) + prec[j] * e.T @ e)
+        m = V @ (prec[j] * e.T @ (z[keep, j] - alpha[j]))
+        _mean_cov_close(draws[:, j, :], m, V)
+
+
+def test_draw_prec_integrates_the_unconstrained_records_out(small, rng):
+    p, k = small["p"], small["k"]
+    n = 30
+    eta = rng.normal(size=(n, k))
+    L, alpha = small["Lambda"], small["alpha_full"]
+    z = alpha + eta @ L.T + 0.7 * rng.normal(size=(n, p))
+    z[:, 1] += 50.0 * (np.arange(n) % 2)  # wild values where column 1 is unconstrained...
+    free = [(0, np.array([2, 9])), (1, np.arange(1, n, 2))]  # ...which are exactly those
+    a, b = 1.0, 0.3
+    draws = np.array([K.draw_prec(rng, z, alpha, L, eta, a, b, free) for _ in range(4000)])
+    for j in range(p):
+        keep = np.ones(n, dtype=bool)
+        for jj, U in free:
+            keep[U] &= jj != j
+        sse = float(((z[keep, j] - alpha[j] - eta[keep] @ L[j]) ** 2).sum())
+        ref = stats.gamma(a + keep.sum() / 2, scale=1 / (b + sse / 2))
+        assert stats.kstest(draws[:, j], ref.cdf).pvalue > P_MIN
+
+
+def test_redraw_unconstrained_draws_only_those_values_from_the_factor_model(small, rng):
+    n, p, k = 4000, small["p"], small["k"]
+    eta = rng.normal(size=(n, k))
+    L, alpha = small["Lambda"], small["alpha_full"]
+    sd = small["prec"] ** -0.5
+    z = np.asfortranarray(rng.normal(size=(n, p)))
+    before = z.copy()
+    free = _unconstrained_sets(n)
+    K.redraw_unconstrained(rng, z, alpha, L, eta, sd, free)
+    touched = np.zeros((n, p), dtype=bool)
+    for j, U in free:
+        touched[U, j] = True
+        r = (z[U, j] - alpha[j] - eta[U] @ L[j]) / sd[j]
+        assert abs(r.mean()) < 4.5 / np.sqrt(len(U)) and abs(r.var() - 1) < 4.5 * np.sqrt(
+            2 / len(U))
+    np.testing.assert_array_equal(z[~touched], before[~touched])
+
+
+def test_layout_lists_the_records_the_data_leave_unconstrained():
+    import dataclasses
+
+    from bayesynth.rules import Rule
+
+    rng = np.random.default_rng(0)
+    n = 60
+    g = rng.choice(["a", "b", "c"], size=n)
+    h = np.where(g == "a", "none", rng.choice(["u", "v"], size=n))
+    x = rng.normal(size=n).round(3)
+    x[[1, 7]] = np.nan
+    x[[3, 11]] = -8.0
+    df = pd.DataFrame({"x": x, "g": g, "h": h})
+    base = bs.infer_schema(df, suggest=False)
+    schema = bs.Schema([dataclasses.replace(base["x"], special_codes=(-8,)), base["g"],
+                        base["h"]], [Rule("h", "none", (("g", ("a",)),))])
+    lay = LatentLayout.from_data(df, schema)
+    free = dict(lay.unconstrained_records)
+    assert list(free[lay.latent_names.index("x")]) == [1, 3, 7, 11]  # missing, special code
+    ruled = np.flatnonzero(g == "a")  # h fixed by the rule: no information about it
+    h_cols = [j for j, name in enumerate(lay.latent_names) if name.startswith("h[")]
+    assert h_cols and all(list(free[j]) == list(ruled) for j in h_cols)
+    g_cols = [j for j, name in enumerate(lay.latent_names) if name.startswith("g[")]
+    assert not set(g_cols) & set(free)  # g is shown for every record
+
+
 def test_draw_prec_matches_gamma(small, rng):
     p, k = small["p"], small["k"]
     n = 30

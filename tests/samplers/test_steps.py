@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pandas as pd
 import pymc as pm
 import pytest
 
@@ -309,3 +310,56 @@ def test_intercept_step_updates_every_categorical_column_once(model, monkeypatch
     np.testing.assert_array_equal(rows, step._rare)
     np.testing.assert_array_equal(rows ^ alpha, np.ones(n_cols, dtype=bool))
     assert rows.sum() == (n_cols if afford is None else afford)
+
+
+def test_loadings_and_precision_steps_redraw_exactly_the_unconstrained_latent_values(
+        monkeypatch):
+    """With the unconstrained latent values integrated out of the loadings and precisions,
+    the steps must redraw those values (and only those) from the factor model given the new
+    parameters: leaving them at values drawn under the old ones breaks the block."""
+    from bayesynth.samplers.steps import LoadingsGibbs, PrecisionGibbs
+
+    rng = np.random.default_rng(4)
+    n = 200
+    x = rng.normal(size=n).round(3)
+    x[rng.random(n) < 0.7] = np.nan
+    # the categorical variable first: its utility columns (fixed scale) come before x, so x's
+    # place among the free-scale columns differs from its latent index
+    df = pd.DataFrame({"g": rng.choice(["a", "b", "c"], size=n), "x": x,
+                       "y": rng.normal(size=n).round(3)})
+    model = bs.models.rank_probit_copula(df, n_factors=2)
+    lay = bs.models.get_layout(model)
+    free = dict(lay.unconstrained_records)
+    jx = lay.latent_names.index("x")
+    assert set(free) == {jx} and len(free[jx]) == np.isnan(x).sum()
+    zkey = model.rvs_to_values[model["z"]].name
+    import importlib
+
+    steps_mod = importlib.import_module("bayesynth.samplers.steps")
+    passed = []
+
+    def spy(*args, **kw):
+        passed.extend(args[7] if len(args) > 7 else kw.get("unconstrained", ()))
+        return draw_prec(*args, **kw)
+
+    draw_prec = steps_mod.draw_prec
+    monkeypatch.setattr(steps_mod, "draw_prec", spy)
+    for cls in (LoadingsGibbs, PrecisionGibbs):
+        step = cls(model=model, rng=np.random.default_rng(0))
+        point = dict(model.initial_point())
+        point[zkey] = np.asfortranarray(rng.normal(size=point[zkey].shape))
+        step.structure.io["eta"].put(point, rng.normal(size=(n, 2)))
+        before = point[zkey].copy()
+        new, _ = step.step(point)
+        changed = new[zkey] != before
+        assert changed[free[jx], jx].all(), cls.__name__
+        changed[free[jx], jx] = False
+        assert not changed.any(), cls.__name__
+        s = step.structure
+        resid = (new[zkey][free[jx], jx] - s.alpha_full(new)[jx]
+                 - s.value(new, "eta")[free[jx]] @ s.value(new, "Lambda")[jx])
+        assert abs(resid.std() / s.sd(new)[jx] - 1) < 4.5 * np.sqrt(0.5 / len(resid))
+    # the precision kernel sees the free-scale columns only: x by its place among them
+    free_scale = bs.models.get_layout(model).free_scale_columns
+    assert [(int(free_scale[c]), list(U)) for c, U in passed] == [(jx, list(free[jx]))]
+    assert jx != int(np.flatnonzero(free_scale == jx)[0])

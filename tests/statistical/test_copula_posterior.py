@@ -130,6 +130,56 @@ def test_collapsed_factor_step_targets_the_same_posterior(seed):
     assert m0[1] > 0.1 and m0[2] < -0.1
 
 
+@pytest.mark.slow
+def test_collapsed_loadings_target_the_same_posterior_with_unconstrained_records(seed):
+    """Loadings and precisions drawn with the unconstrained latent values integrated out (a
+    column shown for a fifth of the records, another with a special code, a categorical
+    variable fixed by a rule) and the plain Gibbs blocks must give the same posterior, within
+    Monte Carlo error."""
+    import dataclasses
+
+    from bayesynth.rules import Rule
+    from bayesynth.samplers.steps import LoadingsGibbs, PrecisionGibbs
+
+    r = np.random.default_rng(seed)
+    n = 300
+    u = r.multivariate_normal(np.zeros(3), [[1, 0.6, -0.4], [0.6, 1, 0.3], [-0.4, 0.3, 1]], n)
+    x = np.round(u[:, 0], 3)
+    x[r.random(n) < 0.8] = np.nan  # shown for about a fifth of the records
+    y = np.round(np.exp(u[:, 1]), 3)
+    y[u[:, 2] > 0.8] = -8.0  # a special code
+    g = np.where(u[:, 2] > 0, "hi", "lo")
+    h = np.where(g == "hi", "none", np.where(u[:, 0] > 0, "p", "q"))
+    df = pd.DataFrame({"x": x, "y": y, "g": g, "h": h})
+    base = bs.infer_schema(df, suggest=False)
+    schema = bs.Schema([base["x"], dataclasses.replace(base["y"], special_codes=(-8,)),
+                        base["g"], base["h"]], [Rule("h", "none", (("g", ("hi",)),))])
+    model = bs.models.rank_probit_copula(df, schema, n_factors=3)
+    names = [str(v) for v in model.coords["latent"]]
+    hcol = next(v for v in names if v.startswith("h["))
+    pairs = [("x", "y"), ("x", hcol), ("y", hcol)]
+    runs = {}
+    try:
+        for collapse in (False, True):
+            LoadingsGibbs.collapse_unconstrained = collapse
+            PrecisionGibbs.collapse_unconstrained = collapse
+            idata = bs.sample(model, draws=3000, tune=1000, chains=2, random_seed=seed,
+                              progressbar=False)
+            C = np.stack([idata.posterior["C"].sel(latent=a, latent2=b).values
+                          for a, b in pairs], axis=-1)  # (chain, draw, pair)
+            ess = az.ess(az.convert_to_dataset({"c": C}))["c"].values
+            runs[collapse] = (C.mean(axis=(0, 1)), C.std(axis=(0, 1)), ess)
+    finally:
+        LoadingsGibbs.collapse_unconstrained = True
+        PrecisionGibbs.collapse_unconstrained = True
+    (m0, s0, e0), (m1, s1, e1) = runs[False], runs[True]
+    se = np.sqrt(s0**2 / e0 + s1**2 / e1)
+    assert np.all(np.abs(m0 - m1) < 4.5 * se), (m0, m1, se)
+    assert m1[0] > 0.2 and abs(m1[1]) > 0.2  # the columns really are associated here
+    assert e1[0] > e0[0], (e0, e1)  # and the collapsed blocks mix faster
+
+
+@pytest.mark.slow
 def test_every_move_together_samples_the_prior_without_data(rng):
     """No information anywhere (a three-level multinomial-probit variable and a binary one whose
     levels are all unknown, two ordered columns all missing): the composed sweep of every
@@ -172,11 +222,17 @@ def test_every_move_together_samples_the_prior_without_data(rng):
         tau = np.cumprod(delta)
         mu = K.factor_mean(alpha, Lam, eta)
         K.draw_z(rng, z, mu, sd, lay, out=z)
-        Lam = K.draw_Lambda_marginal_phi(rng, z, alpha, eta, sd**-2.0, Lam, tau, nu)
+        # every other sweep with the unconstrained latent values (here all) integrated out
+        unc = lay.unconstrained_records if t % 2 else []
+        Lam = K.draw_Lambda_marginal_phi(rng, z, alpha, eta, sd**-2.0, Lam, tau, nu, unc)
+        K.redraw_unconstrained(rng, z, alpha, Lam, eta, sd, unc)
         phi, delta = K.draw_mgp(rng, Lam, delta, nu, shape)
         eta = K.draw_eta(rng, z, alpha, Lam, sd**-2.0)
-        prec = K.draw_prec(rng, z[:, free], alpha[free], Lam[free], eta, a_s, b_s)
+        local = [(int(np.flatnonzero(free == j)[0]), U) for j, U in unc if j in free]
+        prec = K.draw_prec(rng, z[:, free], alpha[free], Lam[free], eta, a_s, b_s, local)
         sd[free] = prec**-0.5
+        K.redraw_unconstrained(rng, z, alpha, Lam, eta, sd, [(j, U) for j, U in unc
+                                                             if j in free])
         alpha = K.draw_alpha_collapsed(rng, z, alpha, Lam, eta, sd, lay, a_mu, a_sd)
         pp = phi * np.cumprod(delta)[None, :]
         alpha, Lam, _ = K.draw_categorical_rows(rng, z, alpha, Lam, eta, sd, lay, a_mu, a_sd,
