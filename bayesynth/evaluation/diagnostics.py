@@ -156,7 +156,8 @@ def diagnose(
     return Diagnosis(table=table, warnings=msgs)
 
 
-def copula_diagnostics(idata: az.InferenceData) -> pd.DataFrame:
+def copula_diagnostics(idata: az.InferenceData, *, categorical_margins: str = "data"
+                       ) -> pd.DataFrame:
     """ArviZ-style summary of every quantity synthesis from a copula fit depends on.
 
     The table of :func:`synthesis_diagnostics`: correlations between ordered variables,
@@ -169,12 +170,16 @@ def copula_diagnostics(idata: az.InferenceData) -> pd.DataFrame:
     Parameters
     ----------
     idata : arviz.InferenceData
+    categorical_margins : {"data", "model"}, default "data"
+        As ``CopulaSynthesizer(categorical_margins=...)``: ``"data"`` judges the quantities with
+        each draw's categorical intercepts calibrated to the data's level frequencies (the
+        synthesizer's default), ``"model"`` with the draw's own.
 
     Returns
     -------
     pandas.DataFrame
     """
-    return synthesis_diagnostics(idata).table
+    return synthesis_diagnostics(idata, categorical_margins=categorical_margins).table
 
 
 class ConvergenceSummary(NamedTuple):
@@ -186,18 +191,23 @@ class ConvergenceSummary(NamedTuple):
     share_rhat_above_1_01: float
 
 
-def convergence_summary(idata: az.InferenceData) -> ConvergenceSummary:
+def convergence_summary(idata: az.InferenceData, *, categorical_margins: str = "data"
+                        ) -> ConvergenceSummary:
     """Summarise :func:`copula_diagnostics` in four numbers.
 
     Parameters
     ----------
     idata : arviz.InferenceData
+    categorical_margins : {"data", "model"}, default "data"
+        As ``CopulaSynthesizer(categorical_margins=...)``: ``"data"`` judges the quantities with
+        each draw's categorical intercepts calibrated to the data's level frequencies (the
+        synthesizer's default), ``"model"`` with the draw's own.
 
     Returns
     -------
     ConvergenceSummary
     """
-    d = copula_diagnostics(idata)
+    d = copula_diagnostics(idata, categorical_margins=categorical_margins)
     rhat = d["r_hat"].to_numpy(dtype=float)
     ess = d["ess_bulk"].to_numpy(dtype=float)
     return ConvergenceSummary(
@@ -275,6 +285,7 @@ def synthesis_diagnostics(
     ess_min: float | None = None,
     max_warnings: int = 10,
     model=None,
+    categorical_margins: str = "data",
 ) -> SynthesisDiagnosis:
     """Convergence of a rank-probit copula fit, judged on what synthesis uses.
 
@@ -294,6 +305,11 @@ def synthesis_diagnostics(
     model's law of the latent values elsewhere is not identified by the data (the layout gives
     those records no information) and synthesis never reads it.
 
+    By default synthesis takes the one-way frequencies of the categorical variables that show
+    a level for every record from the data, shifting each draw's intercepts to them; the
+    quantities are judged likewise (``categorical_margins="data"``), so (ii) is then fixed for
+    those variables and (iii)-(iv) are judged with the calibrated intercepts.
+
     Parameters
     ----------
     idata : arviz.InferenceData
@@ -312,6 +328,11 @@ def synthesis_diagnostics(
     model : pymc.Model, optional
         The copula model; needed for a posterior from :func:`pymc.sample` (one from
         :func:`bayesynth.sample` carries what is needed).
+    categorical_margins : {"data", "model"}, default "data"
+        As ``CopulaSynthesizer(categorical_margins=...)``: ``"data"`` judges the quantities
+        with each draw's categorical intercepts calibrated to the data's level frequencies
+        (the synthesizer's default) and leaves out the level probabilities of the calibrated
+        variables (the data's in every draw); ``"model"`` judges the draw's own.
 
     Returns
     -------
@@ -320,7 +341,7 @@ def synthesis_diagnostics(
     from bayesynth.models.copula_quantities import MAX_DRAWS, synthesis_quantity_table
 
     table, thin = synthesis_quantity_table(idata, max_draws=max_draws or MAX_DRAWS, n_mc=n_mc,
-                                           model=model)
+                                           model=model, categorical_margins=categorical_margins)
     nc = idata.posterior.sizes["chain"]
     ess_min = 100.0 * nc if ess_min is None else float(ess_min)
     problems = []

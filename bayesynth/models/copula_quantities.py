@@ -37,6 +37,17 @@ of which is shown for only some records is ``C[a, b | shown]``, their correlatio
 points where both are shown: ``Sigma_ab|c + Cov(E[z_a | c], E[z_b | c])`` over those points,
 exact in the latent residual and Monte Carlo in the categorical part ``c``.
 
+By default synthesis takes the one-way frequencies of a categorical variable that shows a
+level for every record from the data (``CopulaSynthesizer(categorical_margins="data")``): it
+shifts each draw's intercepts so that the implied level probabilities equal them. The
+quantities are then judged on the calibrated draw (``categorical_margins="data"``, the
+default here too): the same shift is solved on the common Monte Carlo points, the level
+probabilities of those variables are the data's in every draw (and are not judged), and what
+remains random is the dependence, the pair associations and conditional means with the
+calibrated margins. A chain whose intercepts drift together with the factor scores' law, or
+that settles on a level probability the data do not support, is judged on what synthesis then
+does with it. ``categorical_margins="model"`` judges the draw's own intercepts.
+
 Under the multinomial probit the level probabilities sum to one by construction. Under the
 paper's rank-probit likelihood (``"rpl"``) only points with exactly one positive level column
 are valid; the probabilities are normalised over them and ``valid_share`` reports their mass.
@@ -54,9 +65,10 @@ import pandas as pd
 from scipy.special import ndtri
 
 from bayesynth.models.layout import MISSING_LEVEL, LatentLayout, mnp_levels
+from bayesynth.models.level_calibration import calibrate_block
 
-__all__ = ["CopulaBlocks", "implied_quantities", "synthesis_quantity_table", "N_MC",
-           "BLOCKS_ATTR", "MAX_DRAWS"]
+__all__ = ["CopulaBlocks", "implied_quantities", "synthesis_quantity_table", "data_margins",
+           "N_MC", "BLOCKS_ATTR", "MAX_DRAWS", "CATEGORICAL_MARGINS"]
 
 #: Attribute of ``idata.posterior`` holding the copula's blocks (JSON), written by
 #: :func:`bayesynth.sample`.
@@ -73,6 +85,11 @@ N_MC = 2000
 #: converged chains; the cost is linear in the draws (about 2 ms a draw on the demo table).
 MAX_DRAWS = 4000
 
+#: Values of ``categorical_margins``: ``"data"`` judges the quantities with each draw's
+#: intercepts shifted to the data's level frequencies (what ``CopulaSynthesizer`` does by
+#: default), ``"model"`` with the draw's own.
+CATEGORICAL_MARGINS = ("data", "model")
+
 
 @dataclass(frozen=True)
 class CopulaBlocks:
@@ -82,7 +99,9 @@ class CopulaBlocks:
     ----------
     categorical : list of dict
         Per categorical variable: ``name``, ``latent`` (column indices), ``levels``,
-        ``likelihood`` and ``reference``.
+        ``likelihood``, ``reference`` and, for a multinomial-probit variable that shows a
+        level for every record, ``margins`` (the data's one-way level frequencies, to which
+        synthesis calibrates the intercepts: :func:`data_margins`).
     ordered : list of dict
         Per ordered value column: ``name``, ``latent``, and where it is shown for only some
         records ``missing`` (the latent column of its missingness indicator),
@@ -119,9 +138,12 @@ class CopulaBlocks:
         -------
         CopulaBlocks
         """
+        margins = data_margins(layout)
         cats = tuple({"name": b.name, "latent": [int(j) for j in b.latent],
                       "levels": [str(v) for v in b.levels], "likelihood": b.likelihood,
-                      "reference": int(b.reference)} for b in layout.categorical)
+                      "reference": int(b.reference),
+                      **({"margins": margins[b.name]} if b.name in margins else {})}
+                     for b in layout.categorical)
         cat_index = {b.name: i for i, b in enumerate(layout.categorical)}
         missing = {o.name: o for o in layout.ordered if o.kind == "missing"}
         ords = []
@@ -228,6 +250,27 @@ class CopulaBlocks:
         return [f"{a} ~ {b}" for i, a in enumerate(names) for b in names[i + 1:]]
 
 
+def data_margins(layout: LatentLayout) -> dict[str, list[float]]:
+    """One-way level frequencies of the categorical variables that synthesis calibrates.
+
+    Parameters
+    ----------
+    layout : LatentLayout
+        Layout of a copula model.
+
+    Returns
+    -------
+    dict
+        Per multinomial-probit variable whose every record shows one of its levels (no rule
+        fixes it for some records), the share of records at each level, in ``levels`` order.
+        The synthesizer's ``categorical_margins="data"`` shifts each posterior draw's
+        intercepts of these variables to these shares
+        (:func:`bayesynth.synthesis.level_margins.calibrated_intercepts`).
+    """
+    return {b.name: (np.bincount(b.codes, minlength=len(b.levels)) / len(b.codes)).tolist()
+            for b in layout.categorical if b.likelihood == "mnp" and np.all(b.codes >= 0)}
+
+
 def _level_indices(levels: Sequence[str], values: Sequence) -> list[int]:
     """Find the levels (strings) that a rule's values name (None: the missing level)."""
     from bayesynth.rules import _is_missing
@@ -269,6 +312,7 @@ def implied_quantities(
     n_mc: int = N_MC,
     random_seed: int = 0,
     pairs: bool = True,
+    categorical_margins: str = "data",
 ) -> dict[str, np.ndarray]:
     """Compute the implied level probabilities, pair associations and conditional means.
 
@@ -300,6 +344,12 @@ def implied_quantities(
         Seed of the common standard normal draws.
     pairs : bool, default True
         Also return the mutual information of every pair of categorical variables.
+    categorical_margins : {"data", "model"}, default "data"
+        ``"data"``: the intercepts of every block that carries ``margins`` are first shifted,
+        per draw, so that its level shares over the Monte Carlo points equal those margins
+        (:func:`~bayesynth.models.level_calibration.calibrate_block`, as the synthesizer does
+        by default); the quantities are those of the calibrated draw. ``"model"``: the draw's
+        own intercepts.
 
     Returns
     -------
@@ -314,8 +364,12 @@ def implied_quantities(
         the share of points where each ordered column shows a value; ``valid_share`` (S,
         n_variables): the mass of points that are some level before missing values, codes and
         rules (1 for the multinomial probit; for ``"rpl"`` the probabilities are normalised
-        over the valid points).
+        over the valid points); ``calibrated`` (n_variables,) bool, whose intercepts were
+        shifted to the data's margins.
     """
+    if categorical_margins not in CATEGORICAL_MARGINS:
+        raise ValueError(f"categorical_margins must be one of {CATEGORICAL_MARGINS}; got "
+                         f"{categorical_margins!r}.")
     S, p, k = Lambda.shape
     rng = np.random.default_rng(random_seed)
     cats, ords = blocks.categorical, blocks.ordered
@@ -345,10 +399,21 @@ def implied_quantities(
     pmi = np.zeros((S, len(pair_list)))
     ocorr = np.full((S, n_ord, n_ord), np.nan)
     shown_share = np.ones((S, n_ord))
+    calibrated = np.array([categorical_margins == "data" and b["likelihood"] == "mnp"
+                           and b.get("margins") is not None for b in cats], dtype=bool)
     out = {"category_prob": prob, "conditional_mean": cmean, "valid_share": valid,
-           "pair_mi": pmi, "ordered_corr": ocorr, "shown_share": shown_share}
+           "pair_mi": pmi, "ordered_corr": ocorr, "shown_share": shown_share,
+           "calibrated": calibrated}
     if not len(c_cols):
         return out
+    # Calibration targets and each block's last shift (consecutive draws are close, so the
+    # previous draw's shift is a good start; the solution does not depend on the start).
+    targets, shifts = {}, {}
+    for b_i in np.flatnonzero(calibrated):
+        b = cats[b_i]
+        margin = np.asarray(b["margins"], dtype=float)
+        targets[b_i] = margin[[h for h in range(len(b["levels"])) if h != b["reference"]]]
+        shifts[b_i] = np.zeros(len(b["latent"]))
     for s in range(S):
         L, sig = Lambda[s], sigma[s]
         sd = np.sqrt((L**2).sum(axis=1) + sig**2)
@@ -356,6 +421,13 @@ def implied_quantities(
         Scc = Lc @ Lc.T + np.diag(sig[c_cols] ** 2)
         dev = xi @ np.linalg.cholesky(Scc).T  # c - alpha_c
         u = alpha_full[s, c_cols] + dev
+        for b_i, target in targets.items():
+            blk = slice(offsets[b_i], offsets[b_i + 1])
+            a0 = alpha_full[s, c_cols[blk]]
+            # tol: the hard shares over n_mc points resolve 1 / n_mc at best
+            a = calibrate_block(a0 + shifts[b_i], dev[:, blk], target, tol=1e-6)
+            shifts[b_i] = a - a0
+            u[:, blk] = a + dev[:, blk]
         levels = []
         for b_i, b in enumerate(cats):
             lev = _levels(b, u[:, offsets[b_i]:offsets[b_i + 1]])
@@ -468,7 +540,8 @@ def _stacked(post, name: str) -> np.ndarray:
 
 
 def synthesis_quantity_table(idata, *, max_draws: int = MAX_DRAWS, n_mc: int | None = None,
-                             model=None) -> tuple[pd.DataFrame, int]:
+                             model=None, categorical_margins: str = "data"
+                             ) -> tuple[pd.DataFrame, int]:
     """Compute R-hat and ESS of every quantity synthesis uses.
 
     See :func:`bayesynth.evaluation.synthesis_diagnostics`.
@@ -484,6 +557,11 @@ def synthesis_quantity_table(idata, *, max_draws: int = MAX_DRAWS, n_mc: int | N
         Monte Carlo points of :func:`implied_quantities` (default :data:`N_MC`).
     model : pymc.Model, optional
         The copula model, for a posterior from :func:`pymc.sample`.
+    categorical_margins : {"data", "model"}, default "data"
+        As the synthesizer's option of that name: ``"data"`` judges every quantity with the
+        categorical margins calibrated to the data (see :func:`implied_quantities`), and leaves
+        out the level probabilities of the calibrated variables (equal to the data's shares in
+        every draw, up to the Monte Carlo points' resolution).
 
     Returns
     -------
@@ -511,7 +589,8 @@ def synthesis_quantity_table(idata, *, max_draws: int = MAX_DRAWS, n_mc: int | N
     if "alpha" in sub:
         lvl = [latent.index(str(v)) for v in sub.coords["level"].values]
         af[:, lvl] = _stacked(sub, "alpha").reshape(nc * nd2, -1)
-    q = implied_quantities(af, Lam, sig, blocks, n_mc=n_mc or N_MC)
+    q = implied_quantities(af, Lam, sig, blocks, n_mc=n_mc or N_MC,
+                           categorical_margins=categorical_margins)
     parts: list[tuple[str, str, np.ndarray]] = []
     ords = blocks.ordered_names
     oidx = [latent.index(o) for o in ords]
@@ -527,8 +606,10 @@ def synthesis_quantity_table(idata, *, max_draws: int = MAX_DRAWS, n_mc: int | N
                 parts.append(("C (ordered)", f"C[{ords[a]}, {ords[b]}]",
                               C[:, :, oidx[a], oidx[b]]))
     cats = blocks.category_labels
+    fixed = np.repeat(q["calibrated"], [len(b["levels"]) for b in blocks.categorical])
     for h, lab in enumerate(cats):
-        parts.append(("level probability", lab, q["category_prob"][:, h].reshape(nc, nd2)))
+        if not fixed[h]:
+            parts.append(("level probability", lab, q["category_prob"][:, h].reshape(nc, nd2)))
     for r, lab in enumerate(blocks.pair_labels):
         parts.append(("pair association", f"MI[{lab}]", q["pair_mi"][:, r].reshape(nc, nd2)))
     for h, lab in enumerate(cats):

@@ -108,14 +108,14 @@ def _trace_names(model: pm.Model, keep_latent: bool) -> list[str]:
     return names
 
 
-def _check_convergence(idata: az.InferenceData) -> None:
+def _check_convergence(idata: az.InferenceData, categorical_margins: str = "data") -> None:
     """Warn when a quantity synthesis depends on has R-hat above :data:`RHAT_WARN`.
 
     The quantities are those of :func:`bayesynth.evaluation.synthesis_diagnostics`: the
     correlations between ordered variables, the implied level probabilities, the pairwise
     association of categorical variables and the category-conditional means of ordered columns
     (computed on at most :data:`~bayesynth.models.copula_quantities.MAX_DRAWS` evenly thinned
-    draws, 4000).
+    draws, 4000), with the categorical margins as ``categorical_margins`` says.
     """
     from bayesynth.models.copula_quantities import BLOCKS_ATTR, synthesis_quantity_table
 
@@ -123,7 +123,7 @@ def _check_convergence(idata: az.InferenceData) -> None:
     if (BLOCKS_ATTR not in post.attrs or post.sizes.get("chain", 1) < 2
             or post.sizes.get("draw", 0) < 4):
         return
-    table, _ = synthesis_quantity_table(idata)
+    table, _ = synthesis_quantity_table(idata, categorical_margins=categorical_margins)
     rhat = table["r_hat"].to_numpy(dtype=float)
     if not np.isfinite(rhat).any():
         return
@@ -208,6 +208,7 @@ def sample(
     collapse_levels: bool = False,
     blas_threads: int | None = 1,
     pgbart_kwargs: dict[str, Any] | None = None,
+    categorical_margins: str = "data",
     **kwargs: Any,
 ) -> az.InferenceData:
     """Sample a bayesynth model: the copula and BART models with their own steps, others by PyMC.
@@ -261,6 +262,11 @@ def sample(
         more threads make them slower and oversubscribe the cores when chains run in parallel
         (measured: three times slower with two threads on two cores). ``None`` leaves the BLAS
         settings alone.
+    categorical_margins : {"data", "model"}, default "data"
+        Copula only: how the convergence check reads the categorical margins, as the
+        synthesizer will (``CopulaSynthesizer(categorical_margins=...)``): ``"data"`` with each
+        draw's intercepts calibrated to the data's level frequencies, ``"model"`` with the
+        draw's own (see :func:`bayesynth.evaluation.synthesis_diagnostics`).
     **kwargs
         Passed to :func:`pymc.sample`.
 
@@ -285,6 +291,11 @@ def sample(
     >>> "C" in idata.posterior
     True
     """
+    from bayesynth.models.copula_quantities import CATEGORICAL_MARGINS
+
+    if categorical_margins not in CATEGORICAL_MARGINS:
+        raise ValueError(f"categorical_margins must be one of {CATEGORICAL_MARGINS}; got "
+                         f"{categorical_margins!r}.")
     model = modelcontext(model)
     copula = False
     found: list[Any] = steps(model, random_seed=random_seed, collapse_levels=collapse_levels,
@@ -360,7 +371,7 @@ def sample(
         # is only as identified as the model's extrapolation from them
         _check_cell_probabilities(idata, [v for v in declared if v != "cell_prob"])
     elif copula:
-        _check_convergence(idata)
+        _check_convergence(idata, categorical_margins)
     return idata
 
 

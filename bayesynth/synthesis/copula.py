@@ -46,6 +46,7 @@ from scipy.special import log_ndtr, ndtr
 from scipy.stats import rankdata
 
 from bayesynth.errors import IncompatibleModelError, InvalidParameterError, SchemaError
+from bayesynth.models.copula_quantities import CATEGORICAL_MARGINS, data_margins
 from bayesynth.models.layout import MISSING_LEVEL, LatentLayout, mnp_levels
 from bayesynth.models.rank_probit_copula import get_layout, rank_probit_copula
 from bayesynth.rules import rule_mask
@@ -80,7 +81,6 @@ from bayesynth.synthesis.targeted import (
 __all__ = ["CopulaSynthesizer", "draw_latent", "CATEGORICAL_MODES"]
 
 CATEGORICAL_MODES = ("empirical", "model")
-CATEGORICAL_MARGINS = ("data", "model")
 _FORMAT = "bayesynth-copula-synthesizer"
 
 
@@ -495,7 +495,7 @@ class CopulaSynthesizer(Synthesizer):
         layout = get_layout(model)
         idata = bs_sample(model, draws=self.draws, tune=self.tune, chains=self.chains,
                           random_seed=self.random_seed, progressbar=self.progressbar,
-                          cores=self.cores)
+                          cores=self.cores, categorical_margins=self.categorical_margins)
         self.idata_ = idata
         self.schema_ = schema
         self.n_rows_ = len(df)
@@ -642,9 +642,7 @@ class CopulaSynthesizer(Synthesizer):
                     x[keep], continuous=True, integer=bool(col.integer) or col.type == "count",
                     decimals=col.decimals)
         # one-way level frequencies of the variables that show a level for every record
-        self.level_margins_ = {
-            b.name: (np.bincount(b.codes, minlength=len(b.levels)) / len(b.codes)).tolist()
-            for b in layout.categorical if b.likelihood == "mnp" and np.all(b.codes >= 0)}
+        self.level_margins_ = data_margins(layout)
         if self._blocks and self.categorical == "empirical":
             codes = np.column_stack([b.codes for b in layout.categorical])
             combos, counts = np.unique(codes, axis=0, return_counts=True)

@@ -16,7 +16,7 @@ def test_copula_diagnostics_cover_what_synthesis_uses(mixed_df, seed):
         warnings.simplefilter("ignore", RuntimeWarning)
         idata = bs.sample(model, draws=30, tune=30, chains=2, random_seed=seed,
                           progressbar=False)
-    d = bs.evaluation.copula_diagnostics(idata)
+    d = bs.evaluation.copula_diagnostics(idata, categorical_margins="model")
     kinds = d["kind"].value_counts()
     # ordered: visits, income (2 -> 1 pair); categorical: group (3), level (4), flag (2)
     assert kinds["C (ordered)"] == 1
@@ -27,6 +27,15 @@ def test_copula_diagnostics_cover_what_synthesis_uses(mixed_df, seed):
     probs = d[d["kind"] == "level probability"]
     for var in ("group", "level", "flag"):  # every variable's probabilities sum to one
         assert probs.filter(like=f"{var}=", axis=0)["mean"].sum() == pytest.approx(1.0)
+    # The default judges what the synthesizer's default uses: margins calibrated to the
+    # data, so the level probabilities (the data's in every draw) are not judged and the
+    # other quantities are those of the calibrated draws.
+    cal = bs.evaluation.copula_diagnostics(idata)
+    assert "level probability" not in set(cal["kind"])
+    assert cal.drop(columns="kind").index.equals(d[d["kind"] != "level probability"].index)
+    cm = cal["kind"] == "conditional mean"
+    assert not np.allclose(cal.loc[cm, "mean"], d.loc[cal.index[cm], "mean"])
+    d = cal
     s = bs.evaluation.convergence_summary(idata)
     assert s.max_rhat == d["r_hat"].max()
     assert np.isfinite(s.median_ess_bulk)

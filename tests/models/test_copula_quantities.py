@@ -126,3 +126,70 @@ def test_blocks_keep_rules_missingness_and_codes_from_a_layout():
     assert rule["ordered"] == [o["name"] for o in blocks.ordered].index("count")
     smoke_block = [b["name"] for b in blocks.categorical].index("smoke")
     assert rule["when"] == [[smoke_block, [blocks.categorical[smoke_block]["levels"].index("NO")]]]
+
+
+def test_calibrated_margins_give_the_data_shares_and_the_matching_conditional_means():
+    # With margins, "data" shifts the intercept so that P(y = b) is the data's share: then
+    # a = Phi^-1(p_b) whatever the draw's intercept, and the conditional means follow in
+    # closed form. "model" keeps the draw's intercept.
+    blocks, alpha, Lam, sigma = _one_binary_one_ordered()
+    p_b = 0.2
+    b = dict(blocks.categorical[0], margins=[1 - p_b, p_b])
+    cal = CopulaBlocks((b,), blocks.ordered)
+    assert CopulaBlocks.from_dict(cal.to_dict()) == cal
+    n_mc = 400_000
+    s_c = np.sqrt(Lam[0, 0, 0] ** 2 + sigma[0, 0] ** 2)
+    sd_t = np.sqrt(Lam[0, 1, 0] ** 2 + sigma[0, 1] ** 2)
+    rho = Lam[0, 0, 0] * Lam[0, 1, 0] / (s_c * sd_t)
+    a = norm.ppf(p_b)
+    m_b = rho * norm.pdf(a) / norm.cdf(a)
+    m_a = -rho * norm.pdf(a) / norm.cdf(-a)
+    two = np.array([[0.3, 0.0], [-1.5, 0.0]])  # two draws, one far from the target
+    out = implied_quantities(two, np.repeat(Lam, 2, 0), np.repeat(sigma, 2, 0), cal,
+                             n_mc=n_mc, random_seed=3)
+    assert out["calibrated"].tolist() == [True]
+    # The smoothed dual matches the hard shares to about 1e-3 (level_calibration docstring).
+    np.testing.assert_allclose(out["category_prob"], [[1 - p_b, p_b]] * 2, atol=2e-3)
+    cm = out["conditional_mean"][:, :, 0]
+    for s in range(2):
+        assert abs(cm[s, 1] - m_b) < 5 / np.sqrt(p_b * n_mc) + 0.01
+        assert abs(cm[s, 0] - m_a) < 5 / np.sqrt((1 - p_b) * n_mc) + 0.01
+    # Same common points and the same calibrated intercept: the two draws agree closely.
+    assert abs(cm[0, 1] - cm[1, 1]) < 0.01
+    own = implied_quantities(two, np.repeat(Lam, 2, 0), np.repeat(sigma, 2, 0), cal,
+                             n_mc=n_mc, random_seed=3, categorical_margins="model")
+    assert not own["calibrated"].any()
+    np.testing.assert_allclose(own["category_prob"][:, 1],
+                               norm.cdf(two[:, 0] / s_c), atol=5e-3)
+    # Blocks without margins (a variable a rule fixes for some records) keep the draw's own.
+    plain = implied_quantities(two, np.repeat(Lam, 2, 0), np.repeat(sigma, 2, 0), blocks,
+                               n_mc=n_mc, random_seed=3)
+    np.testing.assert_array_equal(plain["category_prob"], own["category_prob"])
+
+
+def test_blocks_carry_the_data_margins_of_the_variables_synthesis_calibrates():
+    import pandas as pd
+
+    from bayesynth.models.copula_quantities import data_margins
+    from bayesynth.models.layout import LatentLayout
+    from bayesynth.rules import Rule
+    from bayesynth.schema import infer_schema
+
+    rng = np.random.default_rng(1)
+    n = 500
+    smoke = rng.choice(["NO", "YES"], n, p=[0.7, 0.3])
+    brand = np.where(smoke == "NO", "none", rng.choice(["x", "y"], n))
+    region = rng.choice(["n", "s", "e"], n, p=[0.5, 0.3, 0.2])
+    df = pd.DataFrame({"smoke": smoke, "brand": brand, "region": region,
+                       "inc": rng.normal(size=n)})
+    schema = infer_schema(df, suggest=False).with_rules(
+        [Rule("brand", "none", (("smoke", ("NO",)),))])
+    layout = LatentLayout.from_data(df, schema)
+    m = data_margins(layout)
+    assert "brand" not in m  # fixed by a rule for some records: its margin is not calibrated
+    reg = [b for b in layout.categorical if b.name == "region"][0]
+    want = [float(np.mean(region == lev)) for lev in reg.levels]
+    np.testing.assert_allclose(m["region"], want)
+    blocks = CopulaBlocks.from_layout(layout, schema.rules)
+    got = {b["name"]: b.get("margins") for b in blocks.categorical}
+    assert got["region"] == m["region"] and got["brand"] is None

@@ -40,3 +40,11 @@ def test_the_solution_does_not_depend_on_the_start():
     np.testing.assert_allclose(a1, a2, atol=1e-6)
     a3 = calibrate_block(a1 + 0.01, x, target)  # close: straight to the final smoothing
     np.testing.assert_allclose(a1, a3, atol=1e-6)
+
+
+def test_two_levels_get_the_exact_quantile():
+    rng = np.random.default_rng(3)
+    x = 1.7 * rng.standard_normal((4000, 1))
+    for p in (0.02, 0.3, 0.9):
+        a = calibrate_block(np.array([5.0]), x, np.array([p]))
+        assert abs(np.mean(a[0] + x[:, 0] > 0) - p) <= 1.0 / len(x)

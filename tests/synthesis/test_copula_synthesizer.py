@@ -343,3 +343,21 @@ def test_from_posterior_synthesizes_the_posterior_you_sampled(tmp_path):
         bs.CopulaSynthesizer.from_posterior(pm.Model(), idata)
     with pytest.raises(IncompatibleModelError, match="lacks"):
         bs.CopulaSynthesizer.from_posterior(model, idata.posterior.drop_vars("Lambda"))
+
+
+@pytest.mark.parametrize("margins", ["data", "model"])
+def test_convergence_is_checked_with_the_synthesizers_categorical_margins(margins,
+                                                                          monkeypatch):
+    from bayesynth.samplers import sampling
+
+    seen = []
+    monkeypatch.setattr(sampling, "_check_convergence",
+                        lambda idata, categorical_margins="data": seen.append(
+                            categorical_margins))
+    df = bs.datasets.simulate_child_health(n=120, random_seed=3)
+    bs.CopulaSynthesizer(categorical_margins=margins, draws=5, tune=5, chains=2, cores=1,
+                         random_seed=1, progressbar=False).fit(df)
+    assert seen == [margins]
+    with pytest.raises(ValueError, match="categorical_margins"):
+        bs.sample(bs.models.rank_probit_copula(df, n_factors=2), draws=5, tune=5,
+                  categorical_margins="both", progressbar=False)
