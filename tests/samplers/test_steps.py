@@ -119,12 +119,13 @@ def test_bad_prior_names(mixed_df):
 def test_convergence_warning_reads_the_quantities_synthesis_uses(mixed_df):
     """A fake posterior: i.i.d. draws around one parameter value in both chains give no
     warning; shifting one chain's loading of an ordered column makes the warning name a
-    quantity that depends on it."""
+    quantity that depends on it. Each chain has MAX_DRAWS / 2 draws: with fewer, the largest
+    R-hat of independent draws over the quantities exceeds 1.01 by chance (see MAX_DRAWS)."""
     import json
 
     import arviz as az
 
-    from bayesynth.models.copula_quantities import BLOCKS_ATTR, CopulaBlocks
+    from bayesynth.models.copula_quantities import BLOCKS_ATTR, MAX_DRAWS, CopulaBlocks
     from bayesynth.samplers.sampling import _check_convergence
 
     model = bs.models.rank_probit_copula(mixed_df, n_factors=2)
@@ -133,10 +134,12 @@ def test_convergence_warning_reads_the_quantities_synthesis_uses(mixed_df):
     r = np.random.default_rng(0)
     base = r.normal(size=(p, k)) * 0.5
 
+    nd = MAX_DRAWS // 2
+
     def as_idata(shift):
-        Lam = base + 0.002 * r.normal(size=(2, 200, p, k))
+        Lam = base + 0.002 * r.normal(size=(2, nd, p, k))
         Lam[1, :, p - 1, 0] += shift  # the last ordered column, chain 2 only
-        sig = np.ones((2, 200, p))
+        sig = np.ones((2, nd, p))
         Om = np.einsum("cdjh,cdlh->cdjl", Lam, Lam) + np.einsum(
             "cdj,jl->cdjl", sig**2, np.eye(p))
         dd = np.sqrt(np.einsum("cdjj->cdj", Om))
@@ -144,7 +147,7 @@ def test_convergence_warning_reads_the_quantities_synthesis_uses(mixed_df):
         names = lay.latent_names
         idata = az.from_dict(
             posterior={"Lambda": Lam, "sigma": sig, "C": C,
-                       "alpha": np.zeros((2, 200, len(lay.level_columns)))},
+                       "alpha": np.zeros((2, nd, len(lay.level_columns)))},
             coords={"latent": names, "latent2": names, "factor": [0, 1],
                     "level": lay.level_names},
             dims={"Lambda": ["latent", "factor"], "sigma": ["latent"],
