@@ -319,8 +319,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     print(f"\nfit: {syn.idata_.posterior.sizes['factor']} factors, "
           f"{len(syn.latent_names_)} latent columns, {args.chains} chains x {args.draws} draws "
           f"({args.tune} burn-in) in {t_fit:.1f} s")
-    print(f"convergence on what synthesis uses (correlations, level probabilities, "
-          f"conditional means): max R-hat {conv.max_rhat:.3f} "
+    print(f"convergence on what synthesis uses (correlations, associations of categorical "
+          f"variables and conditional means, with the categorical margins calibrated to the "
+          f"data as synthesis does): max R-hat {conv.max_rhat:.3f} "
           f"({100 * conv.share_rhat_above_1_01:.1f}% above 1.01), bulk ESS min "
           f"{conv.min_ess_bulk:.0f}, median {conv.median_ess_bulk:.0f}")
     for w in caught:
