@@ -48,3 +48,22 @@ def test_two_levels_get_the_exact_quantile():
     for p in (0.02, 0.3, 0.9):
         a = calibrate_block(np.array([5.0]), x, np.array([p]))
         assert abs(np.mean(a[0] + x[:, 0] > 0) - p) <= 1.0 / len(x)
+
+
+def test_far_starts_with_empty_levels_still_reach_the_targets():
+    """From a start far from the solution some levels get no mass and Newton's direction
+    fails (errors up to 0.9 before the share-inversion fallback); a step budget too small to
+    finish warns instead of returning wrong margins silently."""
+    rng = np.random.default_rng(26)
+    d, M = 26, 2000
+    A = rng.standard_normal((d, d))
+    S = A @ A.T / d + 0.3 * np.eye(d)
+    x = rng.standard_normal((M, d)) @ np.linalg.cholesky(S).T
+    t = rng.dirichlet(np.full(d + 1, 0.5))
+    t = np.maximum(t, 20 / M)
+    target = (t / t.sum())[1:]
+    start = rng.normal(scale=4.0, size=d)
+    a = calibrate_block(start, x, target)
+    assert np.max(np.abs(_hard_shares(a, x) - target)) < 3e-3
+    with pytest.warns(RuntimeWarning, match="Level calibration stopped"):
+        calibrate_block(start, x, target, max_iter=3)
