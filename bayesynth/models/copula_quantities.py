@@ -68,7 +68,8 @@ from bayesynth.models.layout import MISSING_LEVEL, LatentLayout, mnp_levels
 from bayesynth.models.level_calibration import calibrate_block
 
 __all__ = ["CopulaBlocks", "implied_quantities", "synthesis_quantity_table", "data_margins",
-           "N_MC", "BLOCKS_ATTR", "MAX_DRAWS", "CATEGORICAL_MARGINS"]
+           "N_MC", "BLOCKS_ATTR", "MAX_DRAWS", "CATEGORICAL_MARGINS",
+           "check_categorical_margins"]
 
 #: Attribute of ``idata.posterior`` holding the copula's blocks (JSON), written by
 #: :func:`bayesynth.sample`.
@@ -89,6 +90,13 @@ MAX_DRAWS = 4000
 #: intercepts shifted to the data's level frequencies (what ``CopulaSynthesizer`` does by
 #: default), ``"model"`` with the draw's own.
 CATEGORICAL_MARGINS = ("data", "model")
+
+
+def check_categorical_margins(value: str) -> None:
+    """Raise a ``ValueError`` unless ``value`` is one of :data:`CATEGORICAL_MARGINS`."""
+    if value not in CATEGORICAL_MARGINS:
+        raise ValueError(f"categorical_margins must be one of {CATEGORICAL_MARGINS}; got "
+                         f"{value!r}.")
 
 
 @dataclass(frozen=True)
@@ -367,9 +375,7 @@ def implied_quantities(
         over the valid points); ``calibrated`` (n_variables,) bool, whose intercepts were
         shifted to the data's margins.
     """
-    if categorical_margins not in CATEGORICAL_MARGINS:
-        raise ValueError(f"categorical_margins must be one of {CATEGORICAL_MARGINS}; got "
-                         f"{categorical_margins!r}.")
+    check_categorical_margins(categorical_margins)
     S, p, k = Lambda.shape
     rng = np.random.default_rng(random_seed)
     cats, ords = blocks.categorical, blocks.ordered

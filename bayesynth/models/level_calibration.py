@@ -109,7 +109,7 @@ def calibrate_block(alpha: np.ndarray, x: np.ndarray, target: np.ndarray, *,
     for stage, share in enumerate(stages):
         tau = share * spread
         stop = tol if stage == len(stages) - 1 else 1e-3
-        val, s = first if share == TAU_STAGES[-1] and stage == 0 else parts(a, tau)
+        val, s = first if len(stages) == 1 else parts(a, tau)
         for _ in range(max_iter):
             g = s.mean(axis=1) - target
             if np.max(np.abs(g)) < stop:

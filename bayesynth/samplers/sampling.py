@@ -291,11 +291,9 @@ def sample(
     >>> "C" in idata.posterior
     True
     """
-    from bayesynth.models.copula_quantities import CATEGORICAL_MARGINS
+    from bayesynth.models.copula_quantities import check_categorical_margins
 
-    if categorical_margins not in CATEGORICAL_MARGINS:
-        raise ValueError(f"categorical_margins must be one of {CATEGORICAL_MARGINS}; got "
-                         f"{categorical_margins!r}.")
+    check_categorical_margins(categorical_margins)  # before sampling, not after
     model = modelcontext(model)
     copula = False
     found: list[Any] = steps(model, random_seed=random_seed, collapse_levels=collapse_levels,
