@@ -300,7 +300,8 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from bayesynth.datasets import simulate_child_health
-    from bayesynth.evaluation import convergence_summary, crosstab_comparison, marginal_fidelity
+    from bayesynth.evaluation import crosstab_comparison, marginal_fidelity
+    from bayesynth.evaluation.diagnostics import ConvergenceSummary
     from bayesynth.synthesis import CopulaSynthesizer
 
     t0 = time.perf_counter()
@@ -315,15 +316,18 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     t_fit = time.perf_counter() - t0
     synth = syn.sample(m=args.m, random_seed=args.seed + 1)
     t_all = time.perf_counter() - t0
-    conv = convergence_summary(syn.idata_)
     print(f"\nfit: {syn.idata_.posterior.sizes['factor']} factors, "
           f"{len(syn.latent_names_)} latent columns, {args.chains} chains x {args.draws} draws "
           f"({args.tune} burn-in) in {t_fit:.1f} s")
-    print(f"convergence on what synthesis uses (correlations, associations of categorical "
-          f"variables and conditional means, with the categorical margins calibrated to the "
-          f"data as synthesis does): max R-hat {conv.max_rhat:.3f} "
-          f"({100 * conv.share_rhat_above_1_01:.1f}% above 1.01), bulk ESS min "
-          f"{conv.min_ess_bulk:.0f}, median {conv.median_ess_bulk:.0f}")
+    if syn.convergence_table_ is None:
+        print("convergence not judged: it needs at least two chains of four draws")
+    else:
+        conv = ConvergenceSummary.from_table(syn.convergence_table_)  # the fit's judgement
+        print(f"convergence on what synthesis uses (correlations, associations of categorical "
+              f"variables and conditional means, with the categorical margins calibrated to "
+              f"the data as synthesis does): max R-hat {conv.max_rhat:.3f} "
+              f"({100 * conv.share_rhat_above_1_01:.1f}% above 1.01), bulk ESS min "
+              f"{conv.min_ess_bulk:.0f}, median {conv.median_ess_bulk:.0f}")
     for w in caught:
         if issubclass(w.category, RuntimeWarning):
             print(f"note: {w.message}")

@@ -73,6 +73,7 @@ def test_demo_small(tmp_path, capsys):
                  "--m", "2", "--output", str(tmp_path / "demo"), "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "marginal fidelity" in out and "cross-tab" in out
+    assert "convergence not judged: it needs at least two chains" in out  # one chain
     assert (tmp_path / "demo" / "synthetic_2.csv").exists()
     assert (tmp_path / "demo" / "model" / "posterior.nc").exists()
 

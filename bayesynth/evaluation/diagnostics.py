@@ -190,6 +190,23 @@ class ConvergenceSummary(NamedTuple):
     median_ess_bulk: float
     share_rhat_above_1_01: float
 
+    @classmethod
+    def from_table(cls, table: pd.DataFrame) -> ConvergenceSummary:
+        """Summarise a quantity table in four numbers.
+
+        The table is :func:`copula_diagnostics`'s, or the one ``CopulaSynthesizer.fit`` keeps
+        as ``convergence_table_``.
+        """
+        rhat = table["r_hat"].to_numpy(dtype=float)
+        ess = table["ess_bulk"].to_numpy(dtype=float)
+        judged = np.isfinite(rhat).any()
+        return cls(
+            max_rhat=float(np.nanmax(rhat)) if judged else float("nan"),
+            min_ess_bulk=float(np.nanmin(ess)),
+            median_ess_bulk=float(np.nanmedian(ess)),
+            share_rhat_above_1_01=float(np.nanmean(rhat > 1.01)) if judged else float("nan"),
+        )
+
 
 def convergence_summary(idata: az.InferenceData, *, categorical_margins: str = "data"
                         ) -> ConvergenceSummary:
@@ -207,16 +224,8 @@ def convergence_summary(idata: az.InferenceData, *, categorical_margins: str = "
     -------
     ConvergenceSummary
     """
-    d = copula_diagnostics(idata, categorical_margins=categorical_margins)
-    rhat = d["r_hat"].to_numpy(dtype=float)
-    ess = d["ess_bulk"].to_numpy(dtype=float)
-    return ConvergenceSummary(
-        max_rhat=float(np.nanmax(rhat)) if np.isfinite(rhat).any() else float("nan"),
-        min_ess_bulk=float(np.nanmin(ess)),
-        median_ess_bulk=float(np.nanmedian(ess)),
-        share_rhat_above_1_01=float(np.nanmean(rhat > 1.01)) if np.isfinite(rhat).any()
-        else float("nan"),
-    )
+    return ConvergenceSummary.from_table(
+        copula_diagnostics(idata, categorical_margins=categorical_margins))
 
 
 class SynthesisDiagnosis(NamedTuple):

@@ -9,7 +9,12 @@ changes for other models. :func:`steps` gives the full set, group moves included
 import pymc as _pm
 
 from bayesynth.samplers import kernels
-from bayesynth.samplers.sampling import assign_copula_steps, sample, steps
+from bayesynth.samplers.sampling import (
+    assign_copula_steps,
+    check_copula_convergence,
+    sample,
+    steps,
+)
 from bayesynth.samplers.steps import (
     COPULA_STEPS,
     CopulaGibbsStep,
@@ -31,6 +36,7 @@ __all__ = [
     "steps",
     "sample",
     "assign_copula_steps",
+    "check_copula_convergence",
     "kernels",
     "truncnorm",
     "COPULA_STEPS",

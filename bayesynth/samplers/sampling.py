@@ -12,6 +12,7 @@ from typing import Any
 
 import arviz as az
 import numpy as np
+import pandas as pd
 import pymc as pm
 from pymc.model import modelcontext
 from threadpoolctl import threadpool_limits
@@ -28,7 +29,8 @@ from bayesynth.samplers.steps import (
     _uncovered_variables,
 )
 
-__all__ = ["steps", "sample", "assign_copula_steps", "IDENTIFIED_VARS", "LATENT_VARS"]
+__all__ = ["steps", "sample", "assign_copula_steps", "check_copula_convergence",
+           "IDENTIFIED_VARS", "LATENT_VARS"]
 
 _log = logging.getLogger("bayesynth")
 
@@ -108,25 +110,52 @@ def _trace_names(model: pm.Model, keep_latent: bool) -> list[str]:
     return names
 
 
-def _check_convergence(idata: az.InferenceData, categorical_margins: str = "data") -> None:
-    """Warn when a quantity synthesis depends on has R-hat above :data:`RHAT_WARN`.
+def check_copula_convergence(idata: az.InferenceData, categorical_margins: str = "data", *,
+                             stacklevel: int = 2) -> pd.DataFrame | None:
+    """Judge a copula posterior on the quantities synthesis uses; warn if R-hat exceeds 1.01.
 
-    The quantities are those of :func:`bayesynth.evaluation.synthesis_diagnostics`: the
+    The check :func:`sample` runs after sampling a copula (unless ``check_convergence=False``),
+    as a function, so that a caller that samples with the check off (a benchmark timing the
+    sampler alone, a synthesizer that keeps the table) runs exactly the same judgement. The
+    quantities are those of :func:`bayesynth.evaluation.synthesis_diagnostics`: the
     correlations between ordered variables, the implied level probabilities, the pairwise
     association of categorical variables and the category-conditional means of ordered columns
     (computed on at most :data:`~bayesynth.models.copula_quantities.MAX_DRAWS` evenly thinned
     draws, 4000), with the categorical margins as ``categorical_margins`` says.
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData
+        From :func:`sample` on a copula model.
+    categorical_margins : {"data", "model"}, default "data"
+        See :func:`sample`.
+    stacklevel : int, default 2
+        As :func:`warnings.warn`'s, counted from the caller of this function (2: the line
+        that called it; a wrapper passes 3 to point at its own caller).
+
+    Returns
+    -------
+    pandas.DataFrame or None
+        The quantity table (``kind``, ``mean``, ``sd``, ``ess_bulk``, ``ess_tail``, ``r_hat``
+        per quantity), or None where there is nothing to judge (not a copula posterior, one
+        chain, fewer than four draws).
+
+    Warns
+    -----
+    RuntimeWarning
+        When the largest R-hat exceeds :data:`RHAT_WARN`; the message names that quantity and
+        how many exceed it.
     """
     from bayesynth.models.copula_quantities import BLOCKS_ATTR, synthesis_quantity_table
 
     post = idata.posterior
     if (BLOCKS_ATTR not in post.attrs or post.sizes.get("chain", 1) < 2
             or post.sizes.get("draw", 0) < 4):
-        return
+        return None
     table, _ = synthesis_quantity_table(idata, categorical_margins=categorical_margins)
     rhat = table["r_hat"].to_numpy(dtype=float)
     if not np.isfinite(rhat).any():
-        return
+        return table
     worst = float(np.nanmax(rhat))
     if worst > RHAT_WARN:
         label = table.index[int(np.nanargmax(rhat))]
@@ -137,8 +166,9 @@ def _check_convergence(idata: az.InferenceData, categorical_margins: str = "data
             "converged. Increase tune and draws (see "
             "bayesynth.evaluation.synthesis_diagnostics).",
             RuntimeWarning,
-            stacklevel=3,
+            stacklevel=stacklevel,
         )
+    return table
 
 
 def steps(
@@ -209,6 +239,7 @@ def sample(
     blas_threads: int | None = 1,
     pgbart_kwargs: dict[str, Any] | None = None,
     categorical_margins: str = "data",
+    check_convergence: bool = True,
     **kwargs: Any,
 ) -> az.InferenceData:
     """Sample a bayesynth model: the copula and BART models with their own steps, others by PyMC.
@@ -267,6 +298,12 @@ def sample(
         synthesizer will (``CopulaSynthesizer(categorical_margins=...)``): ``"data"`` with each
         draw's intercepts calibrated to the data's level frequencies, ``"model"`` with the
         draw's own (see :func:`bayesynth.evaluation.synthesis_diagnostics`).
+    check_convergence : bool, default True
+        Copula and latent class models: judge convergence after sampling and warn (see
+        Returns). The copula's judgement computes every quantity synthesis uses for each kept
+        draw (40-80 s on SD2011 with 2,000 draws); ``False`` skips it, for a caller that runs
+        :func:`check_copula_convergence` (or
+        :func:`~bayesynth.evaluation.synthesis_diagnostics`) itself.
     **kwargs
         Passed to :func:`pymc.sample`.
 
@@ -365,11 +402,13 @@ def sample(
         declared += ["cell_prob"] if "cell_prob" in idata.posterior else []
     if declared:  # read by bayesynth.evaluation.diagnose
         idata.posterior.attrs["identified_vars"] = ",".join(declared)
+    if not check_convergence:
+        return idata
     if spec is not None:  # warn on the released tables' cells; the rest of the full table
         # is only as identified as the model's extrapolation from them
         _check_cell_probabilities(idata, [v for v in declared if v != "cell_prob"])
     elif copula:
-        _check_convergence(idata, categorical_margins)
+        check_copula_convergence(idata, categorical_margins, stacklevel=3)
     return idata
 
 

@@ -51,6 +51,7 @@ from bayesynth.models.layout import MISSING_LEVEL, LatentLayout, mnp_levels
 from bayesynth.models.rank_probit_copula import get_layout, rank_probit_copula
 from bayesynth.rules import rule_mask
 from bayesynth.samplers.kernels import draw_eta
+from bayesynth.samplers.sampling import check_copula_convergence
 from bayesynth.samplers.sampling import sample as bs_sample
 from bayesynth.samplers.truncnorm import truncnorm
 from bayesynth.schema import (
@@ -349,6 +350,13 @@ class CopulaSynthesizer(Synthesizer):
     ----------
     idata_ : arviz.InferenceData
         The copula posterior, set by :meth:`fit`.
+    convergence_table_ : pandas.DataFrame or None
+        Set by :meth:`fit`: the judgement that warned (or not) at the end of the fit, one row
+        per quantity synthesis uses (``kind``, ``mean``, ``sd``, ``ess_bulk``, ``ess_tail``,
+        ``r_hat``; :func:`bayesynth.samplers.check_copula_convergence`, with this
+        synthesizer's ``categorical_margins``); None where there was nothing to judge (one
+        chain), after :meth:`from_posterior` and :meth:`load` (judge those with
+        :func:`bayesynth.evaluation.copula_diagnostics`).
     target_idata_ : dict
         The BART fits' traces, by target.
     schema_ : Schema
@@ -495,7 +503,10 @@ class CopulaSynthesizer(Synthesizer):
         layout = get_layout(model)
         idata = bs_sample(model, draws=self.draws, tune=self.tune, chains=self.chains,
                           random_seed=self.random_seed, progressbar=self.progressbar,
-                          cores=self.cores, categorical_margins=self.categorical_margins)
+                          cores=self.cores, check_convergence=False)
+        # the check bs.sample would run, with this synthesizer's margins, its table kept
+        self.convergence_table_ = check_copula_convergence(
+            idata, self.categorical_margins, stacklevel=3)
         self.idata_ = idata
         self.schema_ = schema
         self.n_rows_ = len(df)
@@ -582,6 +593,7 @@ class CopulaSynthesizer(Synthesizer):
                   if layout.categorical else "mnp", **params)
         obj._check_params()
         obj.idata_ = idata
+        obj.convergence_table_ = None
         obj.n_rows_ = len(data)
         obj._set_decoder(layout, as_numbers(data), schema)
         obj.targets_ = []
@@ -892,6 +904,7 @@ class CopulaSynthesizer(Synthesizer):
             n_sweeps=params["n_sweeps"],
         )
         obj.idata_ = read_idata(path, "posterior.nc")
+        obj.convergence_table_ = None
         obj.schema_ = obj.schema
         obj.n_rows_ = int(state["n_rows"])
         obj.latent_names_ = list(state["latent_names"])

@@ -126,7 +126,7 @@ def test_convergence_warning_reads_the_quantities_synthesis_uses(mixed_df):
     import arviz as az
 
     from bayesynth.models.copula_quantities import BLOCKS_ATTR, MAX_DRAWS, CopulaBlocks
-    from bayesynth.samplers.sampling import _check_convergence
+    from bayesynth.samplers.sampling import check_copula_convergence
 
     model = bs.models.rank_probit_copula(mixed_df, n_factors=2)
     lay = bs.models.get_layout(model)
@@ -158,13 +158,15 @@ def test_convergence_warning_reads_the_quantities_synthesis_uses(mixed_df):
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _check_convergence(as_idata(0.0))
+        table = check_copula_convergence(as_idata(0.0))
+    assert table is not None and table["r_hat"].max() <= 1.01
     assert not [w for w in caught if "Largest R-hat" in str(w.message)]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _check_convergence(as_idata(0.5))
+        table = check_copula_convergence(as_idata(0.5))
     msgs = [str(w.message) for w in caught if "Largest R-hat" in str(w.message)]
     assert len(msgs) == 1 and lay.latent_names[-1] in msgs[0]
+    assert table.index[int(table["r_hat"].argmax())] in msgs[0]
 
 
 # ------------------------------------------------------------------- steps chosen the PyMC way
