@@ -96,7 +96,7 @@ class Rule:
             s = df[col]
             hit = s.isin([v for v in levels if not _is_missing(v)]).to_numpy()
             if any(_is_missing(v) for v in levels):
-                hit |= s.isna().to_numpy()
+                hit = hit | s.isna().to_numpy()  # (pandas may hand out read-only arrays)
             out &= hit
         return out
 

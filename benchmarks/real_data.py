@@ -103,6 +103,11 @@ def load(name: str) -> tuple[pd.DataFrame, bs.Schema, str]:
             *(Rule(c, None, (("marital", ("MARRIED", "SINGLE")),))
               for c in ("msepdiv", "ysepdiv")),
             *(Rule(c, None, (("wkabint", ("NO",)),)) for c in ("wkabintdur", "emcc")),
+            # missing together: the weight of those whose height is missing, the month of a
+            # marriage or a separation whose year is missing
+            Rule("weight", None, (("height", (None,)),)),
+            Rule("mmarr", None, (("ymarr", (None,)),)),
+            Rule("msepdiv", None, (("ysepdiv", (None,)),)),
             *(Rule("agegr", g, (("age", tuple(range(lo, hi + 1))),))
               for g, (lo, hi) in groups.items()),
         ]).with_formulas({"bmi": "weight / (height / 100) ** 2"})
