@@ -263,7 +263,14 @@ def suggest_rules(df: pd.DataFrame, *, min_records: int = 20, min_share: float =
     least ``min_records`` records, and every other column B: when one value v of B (a missing
     value counts) covers at least ``min_share`` of the records with A = a but less than 90% of
     the other records, the rule "B == v if A == a" is suggested (v must not be B's only value
-    anyway). The strongest ``max_rules`` are returned, most records first.
+    anyway). A column with more distinct values (a measurement, a year) takes part through its
+    missing values alone: "weight is missing if height is" (a missing value of A counts as a
+    level a). The strongest ``max_rules`` are returned, most records first.
+
+    Values that go missing together matter to the copula: without the rule the model can only
+    reproduce "B is missing whenever A is" with a latent correlation of 1 between the two
+    missingness indicators, whose columns then have no residual variance, which makes the
+    sampler mix very slowly (``benchmarks/README.md``, SD2011).
 
     Parameters
     ----------
@@ -283,10 +290,11 @@ def suggest_rules(df: pd.DataFrame, *, min_records: int = 20, min_share: float =
     for a in cols:
         sa = keyed[a]
         counts = sa.value_counts(dropna=False)
-        if len(counts) > max_levels or len(counts) < 2:
+        if len(counts) < 2:
             continue
+        many = len(counts) > max_levels  # then only "A is missing" is a condition
         for level, n_a in counts.items():
-            if n_a < min_records:
+            if n_a < min_records or (many and not _is_missing(level)):
                 continue
             in_a = (sa.isna() if _is_missing(level) else sa == level).to_numpy()
             for b in cols:

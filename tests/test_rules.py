@@ -50,6 +50,31 @@ def test_missing_value_rules():
     assert r.broken(df) == (2, 1)
 
 
+def test_values_missing_together_are_a_rule_and_are_suggested():
+    """"weight is missing if height is": a condition on the missing values of a measurement
+    (a column with many values), stated, checked and suggested."""
+    r = np.random.default_rng(1)
+    n = 500
+    height = np.round(r.normal(170, 10, n), 1)
+    weight = np.round(r.normal(70, 12, n), 1)
+    gone = r.random(n) < 0.08
+    height[gone] = np.nan
+    weight[gone | (r.random(n) < 0.02)] = np.nan  # a few more weights go missing alone
+    df = pd.DataFrame({"height": height, "weight": weight,
+                       "sex": r.choice(["F", "M"], n)})
+    before = df.copy(deep=True)
+    rule = Rule("weight", None, (("height", (None,)),))
+    assert np.array_equal(rule.mask(df), np.isnan(height))
+    assert rule.broken(df) == (int(gone.sum()), 0)
+    check_rules(df, [rule])
+    found = suggest_rules(df)
+    assert rule in found
+    # a measurement's values themselves are no condition (too many to be levels)
+    assert all(c != "height" or lv == (None,) for r_ in found for c, lv in r_.when)
+    assert not any(r_.column == "height" for r_ in found)  # 2% of weights missing alone
+    pd.testing.assert_frame_equal(df, before)
+
+
 def test_json_round_trip_and_repr():
     d = NOCIGA.to_dict()
     assert d == {"column": "nociga", "value": -8, "when": {"smoke": ["NO"]}}
