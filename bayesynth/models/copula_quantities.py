@@ -66,6 +66,7 @@ from scipy.special import ndtri
 
 from bayesynth.models.layout import MISSING_LEVEL, LatentLayout, mnp_levels
 from bayesynth.models.level_calibration import calibrate_block
+from bayesynth.rules import _is_missing
 
 __all__ = ["CopulaBlocks", "implied_quantities", "synthesis_quantity_table", "data_margins",
            "N_MC", "BLOCKS_ATTR", "MAX_DRAWS", "CATEGORICAL_MARGINS",
@@ -116,11 +117,14 @@ class CopulaBlocks:
         ``missing_share`` (the observed share missing) and ``code_block`` (the index of its
         special-code block in ``categorical``).
     rules : list of dict
-        The schema's rules that can be evaluated on the categorical part, in order: ``when``
-        (pairs of a categorical block index and the level indices that meet the condition) and
-        either ``block`` and ``level`` (a categorical variable fixed at a level; -1: at no
-        modelled level) or ``ordered`` and ``code_level`` (an ordered column fixed, and the
-        level its code block then shows; -1: none).
+        The schema's rules that can be evaluated on the categorical part and on which ordered
+        columns are missing, in order: ``when`` (pairs of a categorical block index and the
+        level indices that meet the condition), ``when_missing`` where present (indices in
+        ``ordered`` of columns that must be missing too: "weight is missing if height is")
+        and either ``block`` and ``level`` (a categorical variable fixed at a level; -1: at no
+        modelled level) or ``ordered``, ``code_level`` (an ordered column fixed, and the
+        level its code block then shows; -1: none) and ``missing`` (whether the rule's value
+        is a missing value).
     """
 
     categorical: tuple
@@ -170,18 +174,25 @@ class CopulaBlocks:
         ord_index = {o["name"]: i for i, o in enumerate(ords)}
         kept = []
         for r in rules:
-            if not all(col in cat_index for col, _ in r.when):
+            # conditions on levels, and on an ordered column being missing (its values
+            # themselves are not levels: such a rule is left out)
+            if not all(col in cat_index or (col in ord_index and levels
+                                            and all(_is_missing(v) for v in levels))
+                       for col, levels in r.when):
                 continue
             when = [[cat_index[col], _level_indices(cats[cat_index[col]]["levels"], levels)]
-                    for col, levels in r.when]
+                    for col, levels in r.when if col in cat_index]
+            when_missing = [ord_index[col] for col, _ in r.when if col not in cat_index]
+            extra = {"when_missing": when_missing} if when_missing else {}
             if r.column in cat_index:
                 idx = _level_indices(cats[cat_index[r.column]]["levels"], [r.value])
-                kept.append({"when": when, "block": cat_index[r.column],
+                kept.append({"when": when, **extra, "block": cat_index[r.column],
                              "level": idx[0] if idx else -1})
             elif r.column in ord_index:
                 cb = ords[ord_index[r.column]].get("code_block")
                 idx = (_code_level(cats[cb]["levels"], r.value) if cb is not None else -1)
-                kept.append({"when": when, "ordered": ord_index[r.column], "code_level": idx})
+                kept.append({"when": when, **extra, "ordered": ord_index[r.column],
+                             "code_level": idx, "missing": bool(_is_missing(r.value))})
         return cls(cats, tuple(ords), tuple(kept))
 
     @classmethod
@@ -281,10 +292,39 @@ def data_margins(layout: LatentLayout) -> dict[str, list[float]]:
 
 def _level_indices(levels: Sequence[str], values: Sequence) -> list[int]:
     """Find the levels (strings) that a rule's values name (None: the missing level)."""
-    from bayesynth.rules import _is_missing
-
     wanted = {MISSING_LEVEL if _is_missing(v) else str(v) for v in values}
     return [h for h, lev in enumerate(levels) if lev in wanted]
+
+
+def _missingness_order(rules: Sequence[dict], n_ord: int
+                       ) -> tuple[list[int], dict[int, list[dict]], list[dict]]:
+    """Order in which to decide which ordered columns are missing.
+
+    A rule conditioned on some columns being missing ("weight is missing if height is") is
+    applied once those columns' missingness is decided: the columns it conditions on come
+    first (a cycle falls back to column order). Returns the order, the rules conditioned on
+    missing values that fix each ordered column (in the schema's order), and those that fix a
+    categorical variable (applied after every column's missingness).
+    """
+    deferred: dict[int, list[dict]] = {i: [] for i in range(n_ord)}
+    late: list[dict] = []
+    needs: dict[int, set[int]] = {i: set() for i in range(n_ord)}
+    for r in rules:
+        if not r.get("when_missing"):
+            continue
+        if "block" in r:
+            late.append(r)
+        else:
+            deferred[r["ordered"]].append(r)
+            needs[r["ordered"]] |= set(r["when_missing"]) - {r["ordered"]}
+    order: list[int] = []
+    left = list(range(n_ord))
+    while left:
+        ready = [i for i in left if needs[i] <= set(order)]
+        take = ready[0] if ready else left[0]
+        order.append(take)
+        left.remove(take)
+    return order, deferred, late
 
 
 def _code_level(levels: Sequence[str], value) -> int:
@@ -387,6 +427,8 @@ def implied_quantities(
     miss = [(i, int(o["missing"]), float(o.get("missing_share", 0.0)))
             for i, o in enumerate(ords) if o.get("missing") is not None]
     c_cols = np.r_[cat_cols, [m[1] for m in miss]].astype(np.int64)
+    miss_at = {i: (j, col, share) for j, (i, col, share) in enumerate(miss)}
+    miss_order, deferred, late = _missingness_order(blocks.rules, n_ord)
     n_c = len(cat_cols)
     offsets = np.cumsum([0] + [len(b["latent"]) for b in cats])
     partial = np.array(blocks.partial, dtype=bool)
@@ -440,20 +482,37 @@ def implied_quantities(
             valid[s, b_i] = np.mean(lev >= 0)
             levels.append(lev)
         ruled = np.zeros((n_mc, n_ord), dtype=bool)
-        for r in blocks.rules:  # in order, on the observable levels, as synthesis does
+        absent = np.zeros((n_mc, n_ord), dtype=bool)  # missing: by a rule or its indicator
+
+        def apply(r):
             cond = np.ones(n_mc, dtype=bool)
             for b_i, idx in r["when"]:
                 cond &= np.isin(levels[b_i], idx)
+            for i_m in r.get("when_missing", ()):
+                cond &= absent[:, i_m]
             if "block" in r:
                 levels[r["block"]] = np.where(cond, r["level"], levels[r["block"]])
-            else:
-                i = r["ordered"]
-                ruled[cond, i] = True
-                cb = ords[i].get("code_block")
-                if cb is not None:
-                    levels[cb] = np.where(cond, r["code_level"], levels[cb])
-        shown = ~ruled
-        for j, (i, col, share) in enumerate(miss):
+                return
+            i = r["ordered"]
+            ruled[cond, i] = True
+            if r.get("missing"):
+                absent[cond, i] = True
+            cb = ords[i].get("code_block")
+            if cb is not None:
+                levels[cb] = np.where(cond, r["code_level"], levels[cb])
+
+        for r in blocks.rules:  # in order, on the observable levels, as synthesis does
+            if not r.get("when_missing"):
+                apply(r)
+        gone_all = np.zeros((n_mc, n_ord), dtype=bool)
+        for i in miss_order:
+            # a rule on which columns are missing, once those are known (synthesis reads
+            # them off its first decoding)
+            for r in deferred[i]:
+                apply(r)
+            if i not in miss_at:
+                continue
+            j, col, share = miss_at[i]
             # Missing where the indicator is above its (1 - share) point; synthesis reads that
             # point off the ranks among the records no rule fixes, so here too.
             x = u[:, n_c + j] / sd[col]
@@ -466,10 +525,14 @@ def implied_quantities(
             else:
                 thr = np.quantile(x[free], 1.0 - share)
             gone = free & (x > thr)
-            shown[:, i] &= ~gone
+            gone_all[:, i] = gone
+            absent[:, i] |= gone
             cb = ords[i].get("code_block")
             if cb is not None:  # a missing value shows no code either
                 levels[cb] = np.where(gone, -1, levels[cb])
+        for r in late:  # rules on missing values that fix a categorical variable
+            apply(r)
+        shown = ~ruled & ~gone_all
         for i, o in enumerate(ords):  # a special code replaces the value
             if o.get("code_block") is not None:
                 shown[:, i] &= levels[o["code_block"]] == value_level[o["code_block"]]

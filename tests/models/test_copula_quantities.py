@@ -193,3 +193,71 @@ def test_blocks_carry_the_data_margins_of_the_variables_synthesis_calibrates():
     blocks = CopulaBlocks.from_layout(layout, schema.rules)
     got = {b["name"]: b.get("margins") for b in blocks.categorical}
     assert got["region"] == m["region"] and got["brand"] is None
+
+
+def test_values_missing_together_follow_the_rule_on_the_missing_values():
+    # t2 is missing wherever t1 is ("weight is missing if height is"), listed before t1 so
+    # that the rule can only be applied once t1's missingness is decided; elsewhere the top
+    # 20% of t2's indicator (among the points the rule leaves free) are missing.
+    blocks = CopulaBlocks(
+        ({"name": "y", "latent": [0], "levels": ["a", "b"], "likelihood": "mnp",
+          "reference": 0},),
+        ({"name": "t2", "latent": 2, "missing": 5, "missing_share": 0.2},
+         {"name": "t1", "latent": 1, "missing": 3, "missing_share": 0.3}),
+        ({"when": [], "when_missing": [1], "ordered": 0, "code_level": -1, "missing": True},),
+    )
+    assert CopulaBlocks.from_dict(blocks.to_dict()) == blocks
+    rng = np.random.default_rng(5)
+    Lam = rng.normal(0.0, 0.8, (1, 6, 2))
+    Lam[0, 3], Lam[0, 5] = [1.1, 0.2], [1.0, 0.4]  # the two indicators correlated
+    sigma = rng.uniform(0.5, 1.2, (1, 6))
+    alpha = np.array([[0.2, 0.0, 0.0, 0.0, 0.0, 0.0]])
+    n_mc, n_sim = 200_000, 400_000
+    out = implied_quantities(alpha, Lam, sigma, blocks, n_mc=n_mc, random_seed=3)
+    Sigma = Lam[0] @ Lam[0].T + np.diag(sigma[0] ** 2)
+    sd = np.sqrt(np.diag(Sigma))
+    z = np.random.default_rng(11).multivariate_normal(alpha[0], Sigma, size=n_sim)
+    gone1 = z[:, 3] / sd[3] > norm.ppf(0.7)
+    free2 = ~gone1
+    shown2 = free2 & (z[:, 5] <= np.quantile(z[free2, 5], 0.8))
+    shown1 = ~gone1
+    assert not (shown2 & gone1).any()
+    for i, shown in enumerate((shown2, shown1)):
+        p = shown.mean()
+        se = np.sqrt(p * (1 - p) / n_sim) + np.sqrt(p * (1 - p) / n_mc)
+        assert abs(out["shown_share"][0, i] - p) < 5 * se, (i, out["shown_share"][0, i], p)
+    both = shown1 & shown2
+    r12 = np.corrcoef(z[both, 2], z[both, 1])[0, 1]
+    se_r = 1.0 / np.sqrt(both.sum()) + 1.0 / np.sqrt(0.5 * n_mc)
+    assert abs(out["ordered_corr"][0, 0, 1] - r12) < 5 * se_r
+    # E[t2 | y = b] over the points showing t2
+    y_b = z[:, 0] > 0
+    x2 = z[shown2, 2]
+    m_b = (z[shown2 & y_b, 2].mean() - x2.mean()) / x2.std()
+    se_m = 1.0 / np.sqrt((shown2 & y_b).sum()) + 1.0 / np.sqrt(0.3 * n_mc)
+    assert abs(out["conditional_mean"][0, 1, 0] - m_b) < 5 * se_m
+
+
+def test_blocks_keep_rules_on_missing_values_and_leave_out_rules_on_values():
+    import pandas as pd
+
+    from bayesynth.models.layout import LatentLayout
+    from bayesynth.rules import Rule
+    from bayesynth.schema import infer_schema
+
+    rng = np.random.default_rng(1)
+    n = 400
+    height = rng.normal(170, 10, n)
+    weight = rng.normal(70, 10, n)
+    height[:30] = np.nan
+    weight[:40] = np.nan
+    df = pd.DataFrame({"height": height, "weight": weight, "g": rng.choice(["u", "v"], n)})
+    together = Rule("weight", None, (("height", (None,)),))
+    on_values = Rule("weight", None, (("height", (float(height[50]),)),))
+    schema = infer_schema(df, suggest=False).with_rules([together, on_values])
+    blocks = CopulaBlocks.from_layout(LatentLayout.from_data(df, schema), schema.rules)
+    names = [o["name"] for o in blocks.ordered]
+    (rule,) = blocks.rules  # the rule on one height value is left out
+    assert rule == {"when": [], "when_missing": [names.index("height")],
+                    "ordered": names.index("weight"), "code_level": -1, "missing": True}
+    assert CopulaBlocks.from_dict(blocks.to_dict()) == blocks

@@ -316,6 +316,37 @@ def test_missingness_of_a_ruled_column_keeps_its_share_where_no_rule_applies():
     assert s.loc[~free_syn, "y"].isna().all()  # the rule
 
 
+def test_values_missing_together_stay_together_and_the_rest_keep_their_share():
+    """weight is missing wherever height is (a rule on missing values) and, where height is
+    shown, for 6% of the records: synthesis keeps both, and the fit judges the quantities
+    with the rule applied (no quantity over records the rule empties)."""
+    from bayesynth.rules import Rule
+
+    r = np.random.default_rng(3)
+    n = 800
+    height = np.round(r.normal(170, 10, n), 1)
+    weight = np.round(0.9 * (height - 170) + r.normal(70, 8, n), 1)
+    sex = r.choice(["F", "M"], n)
+    gone = r.random(n) < 0.07
+    height[gone] = np.nan
+    weight[gone | (r.random(n) < 0.06)] = np.nan
+    df = pd.DataFrame({"height": height, "weight": weight, "sex": sex})
+    rule = Rule("weight", None, (("height", (None,)),))
+    schema = bs.infer_schema(df, suggest=False).with_rules([rule])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        syn = bs.CopulaSynthesizer(schema=schema, n_factors=1, draws=100, tune=100, chains=2,
+                                   cores=1, random_seed=4, progressbar=False).fit(df)
+    assert syn.convergence_table_ is not None
+    [s] = syn.sample(m=1, n_rows=4000, random_seed=5)
+    assert rule.broken(s)[1] == 0 and s["height"].isna().any()
+    free_real, free_syn = df["height"].notna(), s["height"].notna()
+    p = df.loc[free_real, "weight"].isna().mean()
+    q = s.loc[free_syn, "weight"].isna().mean()
+    se = np.sqrt(p * (1 - p) * (1 / free_real.sum() + 1 / free_syn.sum()))
+    assert abs(q - p) < 5 * se
+
+
 def test_from_posterior_synthesizes_the_posterior_you_sampled(tmp_path):
     import pymc as pm
 
