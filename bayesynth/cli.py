@@ -300,8 +300,7 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from bayesynth.datasets import simulate_child_health
-    from bayesynth.evaluation import crosstab_comparison, marginal_fidelity
-    from bayesynth.evaluation.diagnostics import ConvergenceSummary
+    from bayesynth.evaluation import ConvergenceSummary, crosstab_comparison, marginal_fidelity
     from bayesynth.synthesis import CopulaSynthesizer
 
     t0 = time.perf_counter()

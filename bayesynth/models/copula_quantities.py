@@ -504,7 +504,6 @@ def implied_quantities(
         for r in blocks.rules:  # in order, on the observable levels, as synthesis does
             if not r.get("when_missing"):
                 apply(r)
-        gone_all = np.zeros((n_mc, n_ord), dtype=bool)
         for i in miss_order:
             # a rule on which columns are missing, once those are known (synthesis reads
             # them off its first decoding)
@@ -525,14 +524,13 @@ def implied_quantities(
             else:
                 thr = np.quantile(x[free], 1.0 - share)
             gone = free & (x > thr)
-            gone_all[:, i] = gone
             absent[:, i] |= gone
             cb = ords[i].get("code_block")
             if cb is not None:  # a missing value shows no code either
                 levels[cb] = np.where(gone, -1, levels[cb])
         for r in late:  # rules on missing values that fix a categorical variable
             apply(r)
-        shown = ~ruled & ~gone_all
+        shown = ~ruled & ~absent  # (a rule's missing values are among its ruled points)
         for i, o in enumerate(ords):  # a special code replaces the value
             if o.get("code_block") is not None:
                 shown[:, i] &= levels[o["code_block"]] == value_level[o["code_block"]]
