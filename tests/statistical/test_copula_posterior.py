@@ -186,10 +186,9 @@ def test_every_move_together_samples_the_prior_without_data(rng):
     kernel bayesynth runs (z, factor scores, loadings with phi integrated out, shrinkage,
     precisions, collapsed intercepts and categorical rows (with and without the factor scores
     integrated out), column, utility and factor scale moves, translations of rank columns and of
-    the factor scores, factor rotations and
-    the Hamiltonian move of loadings and precisions) must reproduce the prior of every
-    parameter. A wrong Jacobian or Haar
-    factor in any move shifts the scale parameters it acts on."""
+    the factor scores, factor rotations and the Hamiltonian move of loadings and precisions,
+    with its mass from the shrinkage) must reproduce the prior of every parameter. A wrong
+    Jacobian or Haar factor in any move shifts the scale parameters it acts on."""
     from bayesynth.models.layout import CategoricalBlock
 
     n, k = 4, 2
@@ -265,10 +264,13 @@ def test_every_move_together_samples_the_prior_without_data(rng):
         Lam, eta, phi, _ = K.draw_rotation(rng, Lam, eta, np.cumprod(delta), nu)
         if t % 4 == 0:  # the costlier moves in a fixed cycle (still an exact composition)
             r = z - alpha
+            pp = phi * np.cumprod(delta)[None, :]
+            # the mass MarginalLoadingsHMC uses: it depends on the shrinkage, which the move
+            # conditions on, and on residual variances frozen apart from the state (here 1)
+            inv_mass = np.r_[(1.0 / (n + pp)).ravel(), np.full(len(free), 2.0 / n)]
             Lam, theta, _ = K.draw_loadings_hmc(
-                rng, r.T @ r, n, Lam, np.log(prec), sd**2, free,
-                phi * np.cumprod(delta)[None, :], a_s, b_s, step_size=0.25, n_steps=8,
-                inv_mass=np.ones(Lam.size + len(free)))
+                rng, r.T @ r, n, Lam, np.log(prec), sd**2, free, pp, a_s, b_s,
+                step_size=0.25, n_steps=8, inv_mass=inv_mass)
             prec = np.exp(theta)
             sd[free] = prec**-0.5
             eta = K.draw_eta(rng, z, alpha, Lam, sd**-2.0)
