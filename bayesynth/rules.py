@@ -23,7 +23,7 @@ import pandas as pd
 
 from bayesynth.errors import MissingColumnError, SchemaError, UnknownLevelError
 
-__all__ = ["Rule", "suggest_rules", "apply_rules", "rule_mask", "check_rules"]
+__all__ = ["Rule", "suggest_rules", "apply_rules", "rule_mask", "structural_rules", "check_rules"]
 
 
 def _plain(value: Any) -> Any:
@@ -203,32 +203,87 @@ def check_rules(df: pd.DataFrame, rules: Sequence[Rule], *, max_broken: float = 
                 "the rule (or the data), or raise max_broken.", column=r.column)
 
 
+def structural_rules(rules: Sequence[Rule]) -> tuple[Rule, ...]:
+    """Select the rules whose covered records the model treats as carrying no information.
+
+    A rule makes the records it covers structural for its column: the model learns nothing
+    about that column from them, and synthesis sets them by the rule. Rules can form a cycle
+    ("weight is missing if height is" and "height is missing if weight is"); were every rule
+    in it structural, the records the cycle covers would inform none of its columns (on values
+    that go missing together, the model would then learn that neither ever goes missing).
+    Taking the rules in the order given, a rule that would close a cycle (some column of its
+    condition can already be reached from its own column through the rules kept) is left
+    out: the records it covers stay informative for its column, and synthesis still enforces it
+    (:func:`apply_rules` repeats until no rule changes anything).
+
+    Parameters
+    ----------
+    rules : sequence of Rule
+
+    Returns
+    -------
+    tuple of Rule
+        The rules kept, in the order given.
+    """
+    succ: dict[str, set[str]] = {}  # condition column -> the columns its rules fix
+
+    def reaches(a: str, targets: set[str]) -> bool:
+        seen, stack = {a}, [a]
+        while stack:
+            c = stack.pop()
+            if c in targets:
+                return True
+            for d in succ.get(c, ()):
+                if d not in seen:
+                    seen.add(d)
+                    stack.append(d)
+        return False
+
+    kept = []
+    for r in rules:
+        conds = {c for c, _ in r.when}
+        if reaches(r.column, conds):
+            continue
+        for c in conds:
+            succ.setdefault(c, set()).add(r.column)
+        kept.append(r)
+    return tuple(kept)
+
+
 def rule_mask(df: pd.DataFrame, rules: Sequence[Rule], column: str) -> np.ndarray:
     """Find the records whose value of ``column`` is fixed by some rule (structural).
+
+    Only :func:`structural_rules` count: a rule that closes a cycle of rules leaves its
+    column's records informative.
 
     Parameters
     ----------
     df : pandas.DataFrame
         The table.
     rules : sequence of Rule
-        The rules; only those that fix ``column`` count.
+        The rules; only the structural ones that fix ``column`` count.
     column : str
         The column.
 
     Returns
     -------
     numpy.ndarray of bool
-        One entry per record: True where some rule for ``column`` meets its condition.
+        One entry per record: True where some structural rule for ``column`` meets its
+        condition.
     """
     out = np.zeros(len(df), dtype=bool)
-    for r in rules:
+    for r in structural_rules(rules):
         if r.column == column:
             out |= r.mask(df)
     return out
 
 
 def apply_rules(df: pd.DataFrame, rules: Sequence[Rule]) -> pd.DataFrame:
-    """Return a copy of ``df`` with every rule enforced, in the order given.
+    """Return a copy of ``df`` with every rule enforced.
+
+    The rules are applied in the order given, and the pass is repeated while it changes
+    anything (a rule can set a value that another rule's condition reads, as in a cycle of
+    rules on missing values), at most once per rule more.
 
     Parameters
     ----------
@@ -240,18 +295,27 @@ def apply_rules(df: pd.DataFrame, rules: Sequence[Rule]) -> pd.DataFrame:
     pandas.DataFrame
     """
     out = df.copy()
-    for r in rules:
-        m = r.mask(out)
-        if not m.any():
-            continue
-        col = out[r.column]
-        if _is_missing(r.value):
-            if pd.api.types.is_integer_dtype(col.dtype) and not isinstance(
-                    col.dtype, pd.CategoricalDtype):
-                out[r.column] = col.astype("Int64")
-            out.loc[m, r.column] = None
-        else:
-            out.loc[m, r.column] = r.value
+    for _ in range(len(rules) + 1):
+        changed = False
+        for r in rules:
+            m = r.mask(out)
+            col = out[r.column]
+            if _is_missing(r.value):
+                m &= col.notna().to_numpy()
+            else:
+                m &= ~(col == r.value).fillna(False).to_numpy(dtype=bool)
+            if not m.any():
+                continue
+            changed = True
+            if _is_missing(r.value):
+                if pd.api.types.is_integer_dtype(col.dtype) and not isinstance(
+                        col.dtype, pd.CategoricalDtype):
+                    out[r.column] = col.astype("Int64")
+                out.loc[m, r.column] = None
+            else:
+                out.loc[m, r.column] = r.value
+        if not changed:
+            break
     return out
 
 

@@ -7,7 +7,14 @@ import pandas as pd
 import pytest
 
 from bayesynth import errors
-from bayesynth.rules import Rule, apply_rules, check_rules, rule_mask, suggest_rules
+from bayesynth.rules import (
+    Rule,
+    apply_rules,
+    check_rules,
+    rule_mask,
+    structural_rules,
+    suggest_rules,
+)
 from bayesynth.schema import Schema, infer_schema, validate_data
 
 
@@ -73,6 +80,44 @@ def test_values_missing_together_are_a_rule_and_are_suggested():
     assert all(c != "height" or lv == (None,) for r_ in found for c, lv in r_.when)
     assert not any(r_.column == "height" for r_ in found)  # 2% of weights missing alone
     pd.testing.assert_frame_equal(df, before)
+
+
+def test_a_rule_that_closes_a_cycle_is_enforced_but_not_structural():
+    """Stated both ways, "weight missing if height is" and "height missing if weight is"
+    would leave the records missing both informing neither column: the second rule (it
+    closes the cycle) stays enforced but does not make records structural. Rules that
+    chain without a cycle all stay structural."""
+    w_if_h = Rule("weight", None, (("height", (None,)),))
+    h_if_w = Rule("height", None, (("weight", (None,)),))
+    chain = Rule("bmi", None, (("weight", (None,)),))
+    assert structural_rules([w_if_h, h_if_w, chain]) == (w_if_h, chain)
+    assert structural_rules([h_if_w, w_if_h]) == (h_if_w,)
+    # a longer cycle: a -> b -> c -> a
+    ab, bc, ca = (Rule(t, None, ((c, (None,)),)) for t, c in (("b", "a"), ("c", "b"),
+                                                              ("a", "c")))
+    assert structural_rules([ab, bc, ca]) == (ab, bc)
+    df = pd.DataFrame({"height": [np.nan, 170.0, np.nan, 160.0],
+                       "weight": [np.nan, np.nan, 60.0, 55.0]})
+    assert list(rule_mask(df, [w_if_h, h_if_w], "height")) == [False] * 4
+    assert list(rule_mask(df, [w_if_h, h_if_w], "weight")) == [True, False, True, False]
+    # enforcing both reaches the fixed point whatever the order
+    for rules in ([w_if_h, h_if_w], [h_if_w, w_if_h]):
+        out = apply_rules(df, rules)
+        assert out.isna().to_numpy().tolist() == [[True, True], [True, True], [True, True],
+                                                  [False, False]]
+        assert all(r.broken(out)[1] == 0 for r in rules)
+
+
+def test_apply_rules_repeats_until_no_rule_changes_anything():
+    """A later rule sets the value an earlier rule reads: one pass in the order given would
+    leave the earlier one broken."""
+    first = Rule("c", None, (("b", (None,)),))  # c missing if b is
+    second = Rule("b", None, (("a", ("x",)),))  # b missing if a == "x"
+    df = pd.DataFrame({"a": ["x", "y"], "b": [1.0, 2.0], "c": [3.0, 4.0]})
+    out = apply_rules(df, [first, second])
+    assert out["b"].isna().tolist() == [True, False]
+    assert out["c"].isna().tolist() == [True, False]
+    assert df.notna().all().all()  # the input is untouched
 
 
 def test_json_round_trip_and_repr():
