@@ -1993,11 +1993,13 @@ def draw_loadings_hmc(
 
 
 @numba.njit(cache=True)
-def _rotation_sweep(Lam, R, tau, nu, rounds, walk, unif, log_u):  # pragma: no cover - compiled
+def _rotation_sweep(Lam, R, tau, nu, rounds, walk, unif, log_u,
+                    acc_kind):  # pragma: no cover - compiled
     """Metropolis rotations of every pair of factors (see :func:`draw_rotation`), in place.
 
     Returns the number of accepted proposals; ``Lam`` and the accumulated rotation ``R`` are
-    updated in place.
+    updated in place, and ``acc_kind`` (int64, length 2) gains the acceptances of the
+    random-walk and of the uniform proposals.
     """
     p, k = Lam.shape
     c = -0.5 * (nu + 1.0)
@@ -2022,6 +2024,7 @@ def _rotation_sweep(Lam, R, tau, nu, rounds, walk, unif, log_u):  # pragma: no c
                         sg += math.log1p(tau[g] * b2 * b2 / nu)
                     if log_u[t, kind] < c * (sh + sg - S[h] - S[g]):
                         n_acc += 1
+                        acc_kind[kind] += 1
                         S[h], S[g] = sh, sg
                         for j in range(p):
                             a, b = Lam[j, h], Lam[j, g]
@@ -2042,6 +2045,7 @@ def draw_rotation(
     *,
     step: float = 0.3,
     rounds: int = 1,
+    counts: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """Rotate each pair of factors by an exact Metropolis move, then redraw the local shrinkage.
 
@@ -2077,6 +2081,8 @@ def draw_rotation(
     rounds : int, default 1
         Sweeps over all pairs (each sweep is itself an exact move; the local shrinkage is
         redrawn once, at the end).
+    counts : numpy.ndarray of int64, shape (2,), optional
+        Gains the number of accepted random-walk and uniform proposals (for tuning ``step``).
 
     Returns
     -------
@@ -2096,7 +2102,10 @@ def draw_rotation(
     unif = math.pi * (rng.random(n_pairs) - 0.5)
     log_u = np.log(rng.random((n_pairs, 2)))
     R = np.eye(k)  # the accumulated rotation, applied to the scores once at the end
-    n_acc = _rotation_sweep(Lambda, R, tau, float(nu), rounds, walk, unif, log_u)
+    acc_kind = np.zeros(2, dtype=np.int64)
+    n_acc = _rotation_sweep(Lambda, R, tau, float(nu), rounds, walk, unif, log_u, acc_kind)
+    if counts is not None:
+        counts += acc_kind
     n_prop = 2 * n_pairs
     if n_acc:
         eta = eta @ R

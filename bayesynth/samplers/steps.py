@@ -1010,34 +1010,52 @@ class RotationMove(CopulaGibbsStep):
     """Exact Metropolis rotations of each pair of factors (loadings and scores together).
 
     The local shrinkage is integrated out and then redrawn (see
-    :func:`~bayesynth.samplers.kernels.draw_rotation`). Needs the multiplicative gamma process
-    prior, ``Lambda ~ N(0, 1/(phi cumprod(delta)))`` with ``phi ~ Gamma(nu/2, nu/2)``.
+    :func:`~bayesynth.samplers.kernels.draw_rotation`). The sd of the random-walk angle is
+    adapted during tuning by dual averaging towards an acceptance rate of 0.44 of those
+    proposals and frozen when tuning stops (a fixed 0.3 radians had 10% of all proposals
+    accepted on the demo and 5% on SD2011). Needs the multiplicative gamma process prior,
+    ``Lambda ~ N(0, 1/(phi cumprod(delta)))`` with ``phi ~ Gamma(nu/2, nu/2)``.
     """
 
     name = "rotation_move"
     targets = ("Lambda", "eta", "phi")
     #: Sweeps over the pairs of factors per iteration (each costs O(p* k^2 + accepted n)).
     rounds: ClassVar[int] = 3
-    stats_dtypes_shapes = {"tune": (bool, []), "accept_rotation": (float, [])}
+    #: Acceptance rate of the random-walk angles that tuning aims at (the optimum of a
+    #: one-dimensional random walk Metropolis).
+    target_accept: ClassVar[float] = 0.44
+    stats_dtypes_shapes = {"tune": (bool, []), "accept_rotation": (float, []),
+                           "step_rotation": (float, [])}
 
     def _setup(self, model):
         _fixed_gamma(model, "delta", "RotationMove")  # as ShrinkageGibbs, which redraws it
         self._nu = _mgp_nu(model, self.structure, "RotationMove")
         self._accept = 1.0
+        # the random-walk angle's sd, adapted during tuning and frozen after it
+        self._adapt = DualAverageAdaptation(0.3, self.target_accept, gamma=0.05, k=0.75, t0=10)
 
     def _update(self, point):
         s = self.structure
         tau = np.cumprod(s.value(point, "delta"))
+        counts = np.zeros(2, dtype=np.int64)
         Lam, eta, phi, self._accept = draw_rotation(
             self.rng, s.value(point, "Lambda"), s.value(point, "eta"), tau, self._nu,
-            rounds=self.rounds)
+            step=float(self._adapt.current(self.tune)), rounds=self.rounds, counts=counts)
         s.io["Lambda"].put(point, Lam)
         s.io["eta"].put(point, eta)
         s.io["phi"].put(point, phi)
+        n_walk = self.rounds * s.k * (s.k - 1) // 2
+        if self.tune and n_walk:
+            self._adapt.update(counts[0] / n_walk, True)
 
     def _stats(self) -> dict[str, Any]:
-        """Return ``accept_rotation``, the share of rotation proposals accepted."""
-        return {"accept_rotation": self._accept}
+        """Return ``accept_rotation`` and ``step_rotation``.
+
+        The share of all rotation proposals accepted, and the random-walk angle's sd for the
+        next move.
+        """
+        return {"accept_rotation": self._accept,
+                "step_rotation": float(self._adapt.current(self.tune))}
 
 
 class MarginalLoadingsHMC(CopulaGibbsStep):

@@ -152,7 +152,7 @@ def test_rotation_sweep_matches_a_plain_implementation_for_several_factors():
     def logp(a, t):
         return -(nu + 1) / 2 * np.log1p(t * a * a / nu).sum()
 
-    ref, t, acc = lam.copy(), 0, 0
+    ref, t, acc, acc_k = lam.copy(), 0, 0, [0, 0]
     for _ in range(rounds):
         for h in range(k):
             for g in range(h + 1, k):
@@ -165,10 +165,12 @@ def test_rotation_sweep_matches_a_plain_implementation_for_several_factors():
                     if log_u[t, kind] < r:
                         ref[:, h], ref[:, g] = a2, b2
                         acc += 1
+                        acc_k[kind] += 1
                 t += 1
     out, R = lam.copy(), np.eye(k)
-    n_acc = _rotation_sweep(out, R, tau, nu, rounds, walk, unif, log_u)
-    assert n_acc == acc and 0 < acc < 2 * n_pairs
+    kinds = np.zeros(2, dtype=np.int64)
+    n_acc = _rotation_sweep(out, R, tau, nu, rounds, walk, unif, log_u, kinds)
+    assert n_acc == acc and 0 < acc < 2 * n_pairs and kinds.tolist() == acc_k
     np.testing.assert_allclose(out, ref, atol=1e-12)
     np.testing.assert_allclose(lam @ R, out, atol=1e-12)  # R is the accumulated rotation
 
