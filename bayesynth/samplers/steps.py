@@ -281,6 +281,11 @@ def _owned_z(z: np.ndarray) -> np.ndarray:
     return np.array(z, order="F", dtype=np.float64, copy=True)
 
 
+def _dual_average(initial_step: float, target_accept: float) -> DualAverageAdaptation:
+    """Dual-averaging adaptation of a step size (Hoffman & Gelman 2014), Stan's settings."""
+    return DualAverageAdaptation(initial_step, target_accept, gamma=0.05, k=0.75, t0=10)
+
+
 def _compile_point_fn(model: pm.Model, graph):
     [graph] = model.replace_rvs_by_values([graph])
     return model.compile_fn(graph, inputs=model.value_vars, on_unused_input="ignore",
@@ -1032,7 +1037,7 @@ class RotationMove(CopulaGibbsStep):
         self._nu = _mgp_nu(model, self.structure, "RotationMove")
         self._accept = 1.0
         # the random-walk angle's sd, adapted during tuning and frozen after it
-        self._adapt = DualAverageAdaptation(0.3, self.target_accept, gamma=0.05, k=0.75, t0=10)
+        self._adapt = _dual_average(0.3, self.target_accept)
 
     def _update(self, point):
         s = self.structure
@@ -1104,8 +1109,7 @@ class MarginalLoadingsHMC(CopulaGibbsStep):
             raise IncompatibleModelError("MarginalLoadingsHMC needs one gamma prior shared by "
                                          "all residual precisions.")
         self._a, self._b = float(np.ravel(shape)[0]), float(np.ravel(rate)[0])
-        self._adapt = DualAverageAdaptation(self.initial_step, self.target_accept,
-                                            gamma=0.05, k=0.75, t0=10)
+        self._adapt = _dual_average(self.initial_step, self.target_accept)
         self._d_mass: np.ndarray | None = None
         self._accept = 1.0
 

@@ -316,6 +316,24 @@ def test_missingness_of_a_ruled_column_keeps_its_share_where_no_rule_applies():
     assert s.loc[~free_syn, "y"].isna().all()  # the rule
 
 
+def _height_weight(r: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Heights (cm) and weights (kg) that depend on them, to one decimal."""
+    height = np.round(r.normal(170, 10, n), 1)
+    return height, np.round(0.9 * (height - 170) + r.normal(70, 8, n), 1)
+
+
+def _synthesize_with_rules(df: pd.DataFrame, rules: list) -> pd.DataFrame:
+    """Fit a small copula under ``rules`` (its convergence judged) and draw 4,000 records."""
+    schema = bs.infer_schema(df, suggest=False).with_rules(rules)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        syn = bs.CopulaSynthesizer(schema=schema, n_factors=1, draws=100, tune=100, chains=2,
+                                   cores=1, random_seed=4, progressbar=False).fit(df)
+    assert syn.convergence_table_ is not None
+    [s] = syn.sample(m=1, n_rows=4000, random_seed=5)
+    return s
+
+
 def test_values_missing_together_stay_together_and_the_rest_keep_their_share():
     """weight is missing wherever height is (a rule on missing values) and, where height is
     shown, for 6% of the records: synthesis keeps both, and the fit judges the quantities
@@ -324,21 +342,14 @@ def test_values_missing_together_stay_together_and_the_rest_keep_their_share():
 
     r = np.random.default_rng(3)
     n = 800
-    height = np.round(r.normal(170, 10, n), 1)
-    weight = np.round(0.9 * (height - 170) + r.normal(70, 8, n), 1)
+    height, weight = _height_weight(r, n)
     sex = r.choice(["F", "M"], n)
     gone = r.random(n) < 0.07
     height[gone] = np.nan
     weight[gone | (r.random(n) < 0.06)] = np.nan
     df = pd.DataFrame({"height": height, "weight": weight, "sex": sex})
     rule = Rule("weight", None, (("height", (None,)),))
-    schema = bs.infer_schema(df, suggest=False).with_rules([rule])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        syn = bs.CopulaSynthesizer(schema=schema, n_factors=1, draws=100, tune=100, chains=2,
-                                   cores=1, random_seed=4, progressbar=False).fit(df)
-    assert syn.convergence_table_ is not None
-    [s] = syn.sample(m=1, n_rows=4000, random_seed=5)
+    s = _synthesize_with_rules(df, [rule])
     assert rule.broken(s)[1] == 0 and s["height"].isna().any()
     free_real, free_syn = df["height"].notna(), s["height"].notna()
     p = df.loc[free_real, "weight"].isna().mean()
@@ -355,21 +366,14 @@ def test_rules_on_missing_values_in_a_cycle_are_both_kept():
 
     r = np.random.default_rng(11)
     n = 800
-    height = np.round(r.normal(170, 10, n), 1)
-    weight = np.round(0.9 * (height - 170) + r.normal(70, 8, n), 1)
+    height, weight = _height_weight(r, n)
     gone = r.random(n) < 0.08
     height[gone] = np.nan
     weight[gone] = np.nan
     df = pd.DataFrame({"height": height, "weight": weight, "sex": r.choice(["F", "M"], n)})
     rules = [Rule("weight", None, (("height", (None,)),)),
              Rule("height", None, (("weight", (None,)),))]
-    schema = bs.infer_schema(df, suggest=False).with_rules(rules)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        syn = bs.CopulaSynthesizer(schema=schema, n_factors=1, draws=100, tune=100, chains=2,
-                                   cores=1, random_seed=4, progressbar=False).fit(df)
-    assert syn.convergence_table_ is not None
-    [s] = syn.sample(m=1, n_rows=4000, random_seed=5)
+    s = _synthesize_with_rules(df, rules)
     for rule in rules:
         assert rule.broken(s)[1] == 0, rule
     p, q = gone.mean(), s["height"].isna().mean()
