@@ -163,7 +163,7 @@ def test_collapsed_loadings_target_the_same_posterior_with_unconstrained_records
         for collapse in (False, True):
             LoadingsGibbs.collapse_unconstrained = collapse
             PrecisionGibbs.collapse_unconstrained = collapse
-            idata = bs.sample(model, draws=3000, tune=1000, chains=2, random_seed=seed,
+            idata = bs.sample(model, draws=1500, tune=500, chains=2, random_seed=seed,
                               progressbar=False)
             C = np.stack([idata.posterior["C"].sel(latent=a, latent2=b).values
                           for a, b in pairs], axis=-1)  # (chain, draw, pair)
