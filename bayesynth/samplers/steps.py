@@ -1017,9 +1017,10 @@ class RotationMove(CopulaGibbsStep):
     The local shrinkage is integrated out and then redrawn (see
     :func:`~bayesynth.samplers.kernels.draw_rotation`). The sd of the random-walk angle is
     adapted during tuning by dual averaging towards an acceptance rate of 0.44 of those
-    proposals and frozen when tuning stops (a fixed 0.3 radians had 10% of all proposals
-    accepted on the demo and 5% on SD2011). Needs the multiplicative gamma process prior,
-    ``Lambda ~ N(0, 1/(phi cumprod(delta)))`` with ``phi ~ Gamma(nu/2, nu/2)``.
+    proposals (at most ``max_step`` = pi) and frozen when tuning stops; the sampler stats
+    ``accept_rotation_walk`` and ``step_rotation`` show both (a fixed 0.3 radians had 10% of
+    all proposals accepted on the demo and 5% on SD2011). Needs the multiplicative gamma
+    process prior, ``Lambda ~ N(0, 1/(phi cumprod(delta)))`` with ``phi ~ Gamma(nu/2, nu/2)``.
     """
 
     name = "rotation_move"
@@ -1029,13 +1030,19 @@ class RotationMove(CopulaGibbsStep):
     #: Acceptance rate of the random-walk angles that tuning aims at (the optimum of a
     #: one-dimensional random walk Metropolis).
     target_accept: ClassVar[float] = 0.44
+    #: Largest sd of the random-walk angle: the target repeats every pi radians (a rotation by
+    #: pi flips the signs of a pair's loadings and scores), so a wider walk is a uniform angle
+    #: already; where even uniform angles are accepted more often than ``target_accept`` (loosely
+    #: identified factors) dual averaging would otherwise push the sd up without bound.
+    max_step: ClassVar[float] = float(np.pi)
     stats_dtypes_shapes = {"tune": (bool, []), "accept_rotation": (float, []),
-                           "step_rotation": (float, [])}
+                           "accept_rotation_walk": (float, []), "step_rotation": (float, [])}
 
     def _setup(self, model):
         _fixed_gamma(model, "delta", "RotationMove")  # as ShrinkageGibbs, which redraws it
         self._nu = _mgp_nu(model, self.structure, "RotationMove")
         self._accept = 1.0
+        self._accept_walk = 1.0
         # the random-walk angle's sd, adapted during tuning and frozen after it
         self._adapt = _dual_average(0.3, self.target_accept)
 
@@ -1045,22 +1052,27 @@ class RotationMove(CopulaGibbsStep):
         counts = np.zeros(2, dtype=np.int64)
         Lam, eta, phi, self._accept = draw_rotation(
             self.rng, s.value(point, "Lambda"), s.value(point, "eta"), tau, self._nu,
-            step=float(self._adapt.current(self.tune)), rounds=self.rounds, counts=counts)
+            step=self._step(), rounds=self.rounds, counts=counts)
         s.io["Lambda"].put(point, Lam)
         s.io["eta"].put(point, eta)
         s.io["phi"].put(point, phi)
         n_walk = self.rounds * s.k * (s.k - 1) // 2
-        if self.tune and n_walk:
-            self._adapt.update(counts[0] / n_walk, True)
+        if n_walk:
+            self._accept_walk = counts[0] / n_walk
+            if self.tune:
+                self._adapt.update(self._accept_walk, True)
 
     def _stats(self) -> dict[str, Any]:
-        """Return ``accept_rotation`` and ``step_rotation``.
+        """Return ``accept_rotation``, ``accept_rotation_walk`` and ``step_rotation``.
 
-        The share of all rotation proposals accepted, and the random-walk angle's sd for the
-        next move.
+        The share of all rotation proposals accepted, the share of the random-walk proposals
+        accepted (what tuning aims at 0.44), and the random-walk angle's sd for the next move.
         """
-        return {"accept_rotation": self._accept,
-                "step_rotation": float(self._adapt.current(self.tune))}
+        return {"accept_rotation": self._accept, "accept_rotation_walk": self._accept_walk,
+                "step_rotation": self._step()}
+
+    def _step(self) -> float:
+        return min(float(self._adapt.current(self.tune)), self.max_step)
 
 
 class MarginalLoadingsHMC(CopulaGibbsStep):

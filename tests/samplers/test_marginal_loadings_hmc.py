@@ -206,3 +206,55 @@ def test_hmc_step_size_is_not_forced_down_by_factors_the_prior_shrinks_hard():
     # 100 kept draws of an acceptance probability whose sd across draws is below 0.3
     for acc in (acc_soft, acc_hard):
         assert abs(acc - 0.8) < 0.15, (acc_soft, acc_hard)
+
+
+def test_rotation_angle_is_tuned_to_its_target_acceptance():
+    """The random-walk angle's sd is adapted during tuning (dual averaging towards 0.44
+    acceptance of those proposals) and frozen after it: the kept draws accept about 44% of
+    their random-walk angles (the start, 0.3 radians, accepts about 60% here; a target of
+    0.7 gives 0.68)."""
+    import warnings
+
+    import bayesynth as bs
+    from bayesynth.samplers.steps import RotationMove
+
+    rng = np.random.default_rng(4)
+    n, p = 150, 5
+    loadings = rng.normal(size=(p, 2))
+    x = rng.normal(size=(n, 2)) @ loadings.T + rng.normal(size=(n, p))
+    model = bs.models.rank_probit_copula(pd.DataFrame(x, columns=list("abcde")), n_factors=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = bs.sample(model, draws=200, tune=300, chains=1, random_seed=2,
+                          progressbar=False, check_convergence=False)
+    ss = idata.sample_stats
+    step = ss["step_rotation"].values[0]
+    assert np.ptp(step) == 0.0  # frozen after tuning
+    assert step[0] < RotationMove.max_step  # reached by adaptation, not by the cap
+    # 200 draws x 3 rounds x 6 pairs of random-walk proposals: the binomial sd of the share is
+    # 0.014; the averaged step of dual averaging lands near, not on, the target
+    walk = ss["accept_rotation_walk"].values[0]
+    assert abs(walk.mean() - 0.44) < 0.1, (walk.mean(), step[0])
+
+
+def test_rotation_angle_sd_stops_at_pi_where_every_angle_is_accepted_often():
+    """Where even uniform angles are accepted more often than 0.44 (loosely identified
+    factors), dual averaging would push the sd up without bound (it reached 3e5 radians); the
+    target repeats every pi radians, so the sd stops there."""
+    import warnings
+
+    import bayesynth as bs
+    from bayesynth.samplers.steps import RotationMove
+
+    rng = np.random.default_rng(4)
+    n, p = 300, 8
+    loadings = rng.normal(size=(p, 3))
+    x = rng.normal(size=(n, 3)) @ loadings.T + rng.normal(size=(n, p))
+    model = bs.models.rank_probit_copula(pd.DataFrame(x, columns=list("abcdefgh")),
+                                         n_factors=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = bs.sample(model, draws=50, tune=300, chains=1, random_seed=2,
+                          progressbar=False, check_convergence=False)
+    step = idata.sample_stats["step_rotation"].values[0]
+    assert np.all(step == RotationMove.max_step), step[:3]
