@@ -151,10 +151,16 @@ def test_sigterm_ends_the_workers_and_writes_nothing(tmp_path):
     parent = psutil.Process(proc.pid)
     kids: list = []
     deadline = time.time() + 240
+    def cmdline(k) -> str:  # a short-lived child (a compiler run) may end while we look
+        try:
+            return " ".join(k.cmdline())
+        except psutil.Error:
+            return ""  # gone or a zombie: not a chain worker
+
     while time.time() < deadline and proc.poll() is None:
         kids = parent.children(recursive=True)
         # the chain workers exist once two processes besides the fork server run
-        if len([k for k in kids if "forkserver" not in " ".join(k.cmdline())]) >= 2:
+        if len([k for k in kids if (c := cmdline(k)) and "forkserver" not in c]) >= 2:
             break
         time.sleep(0.5)
     assert proc.poll() is None and len(kids) >= 2, "the chains never started"
