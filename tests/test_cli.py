@@ -149,30 +149,38 @@ def test_sigterm_ends_the_workers_and_writes_nothing(tmp_path):
          "--draws", "1000000", "--chains", "2", "--cores", "2", "--seed", "1", "--quiet"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     parent = psutil.Process(proc.pid)
-    kids: list = []
-    deadline = time.time() + 240
+
     def cmdline(k) -> str:  # a short-lived child (a compiler run) may end while we look
         try:
             return " ".join(k.cmdline())
         except psutil.Error:
             return ""  # gone or a zombie: not a chain worker
 
-    while time.time() < deadline and proc.poll() is None:
+    kids: list = []
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and proc.poll() is None:
+            kids = parent.children(recursive=True)
+            # the chain workers exist once two processes besides the fork server run
+            if len([k for k in kids if (c := cmdline(k)) and "forkserver" not in c]) >= 2:
+                break
+            time.sleep(0.5)
+        assert proc.poll() is None and len(kids) >= 2, "the chains never started"
+        time.sleep(3)  # well into sampling
         kids = parent.children(recursive=True)
-        # the chain workers exist once two processes besides the fork server run
-        if len([k for k in kids if (c := cmdline(k)) and "forkserver" not in c]) >= 2:
-            break
-        time.sleep(0.5)
-    assert proc.poll() is None and len(kids) >= 2, "the chains never started"
-    time.sleep(3)  # well into sampling
-    kids = parent.children(recursive=True)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 128 + signal.SIGTERM
-    assert "stopped by SIGTERM" in err and "no output file" in err
-    _, alive = psutil.wait_procs(kids, timeout=20)
-    assert alive == [], f"worker processes still alive: {alive}"
-    assert not out.exists() and not list(tmp_path.glob(".*.tmp"))
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 128 + signal.SIGTERM
+        assert "stopped by SIGTERM" in err and "no output file" in err
+        _, alive = psutil.wait_procs(kids, timeout=20)
+        assert alive == [], f"worker processes still alive: {alive}"
+        assert not out.exists() and not list(tmp_path.glob(".*.tmp"))
+    finally:  # a failed check must not leave a million-draw run behind
+        for q in [*kids, parent]:
+            try:
+                q.kill()
+            except psutil.Error:
+                pass
 
 
 def test_cli_saturate_writes_tables_and_microdata(tmp_path, capsys):
