@@ -1547,12 +1547,12 @@ def _row_mode(start, X, kind, bound, inv, mu0, P0, grad, H, newton_steps):  # pr
     while it loses more than the rounding error of the sum over records, so near the mode,
     where the change is below that error, rounding cannot trigger halvings (measured: 3-5
     evaluations per search from the last iteration's mode, against 4-49 with an absolute
-    1e-12 test). Compiled, work arrays allocated once per search: the search is the whole
-    cost of the categorical row move.
+    1e-12 test). Compiled, with its work arrays allocated once per search: the searches are
+    most of the row move's cost (3.5 s of 5.4 s in 600 iterations at n = 2,000, five columns).
     """
     n, d = X.shape
     gv, wv, Xw = np.empty(n), np.empty(n), np.empty((n, d))
-    mode = start.astype(np.float64).copy()
+    mode = start.astype(np.float64)  # a copy: the caller's start is kept
     val = _row_target_work(mode, X, kind, bound, inv, mu0, P0, grad, H, True, gv, wv, Xw)
     for _ in range(newton_steps):
         step = np.linalg.solve(-H, grad)

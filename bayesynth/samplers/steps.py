@@ -1031,9 +1031,10 @@ class RotationMove(CopulaGibbsStep):
     #: one-dimensional random walk Metropolis).
     target_accept: ClassVar[float] = 0.44
     #: Largest sd of the random-walk angle: the target repeats every pi radians (a rotation by
-    #: pi flips the signs of a pair's loadings and scores), so a wider walk is a uniform angle
-    #: already; where even uniform angles are accepted more often than ``target_accept`` (loosely
-    #: identified factors) dual averaging would otherwise push the sd up without bound.
+    #: pi flips the signs of a pair's loadings and scores), so a wider walk is as good as a
+    #: uniform angle; where even uniform angles are accepted more often than
+    #: ``target_accept`` (loosely identified factors) dual averaging would otherwise push the
+    #: sd up without bound.
     max_step: ClassVar[float] = float(np.pi)
     stats_dtypes_shapes = {"tune": (bool, []), "accept_rotation": (float, []),
                            "accept_rotation_walk": (float, []), "step_rotation": (float, [])}

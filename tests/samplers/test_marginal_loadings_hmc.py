@@ -175,17 +175,30 @@ def test_rotation_sweep_matches_a_plain_implementation_for_several_factors():
     np.testing.assert_allclose(lam @ R, out, atol=1e-12)  # R is the accumulated rotation
 
 
-def _hmc_after_tuning(df, a2, seed):
+def _stats_after_tuning(df, *, draws, seed, **model_kwargs):
+    """One chain of the default sampler after 300 tuning iterations: its sampler stats."""
     import warnings
 
     import bayesynth as bs
 
-    model = bs.models.rank_probit_copula(df, n_factors=4, a2=a2)
+    model = bs.models.rank_probit_copula(df, **model_kwargs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        idata = bs.sample(model, draws=100, tune=300, chains=1, random_seed=seed,
+        idata = bs.sample(model, draws=draws, tune=300, chains=1, random_seed=seed,
                           progressbar=False, check_convergence=False)
-    ss = idata.sample_stats
+    return idata.sample_stats
+
+
+def _factor_data(n, p, k):
+    """n records of p columns driven by k factors (seed 4)."""
+    rng = np.random.default_rng(4)
+    loadings = rng.normal(size=(p, k))
+    x = rng.normal(size=(n, k)) @ loadings.T + rng.normal(size=(n, p))
+    return pd.DataFrame(x, columns=list("abcdefgh"[:p]))
+
+
+def _hmc_after_tuning(df, a2, seed):
+    ss = _stats_after_tuning(df, draws=100, seed=seed, n_factors=4, a2=a2)
     return float(ss["step_size_hmc"].values[0, -1]), float(ss["accept_hmc"].values.mean())
 
 
@@ -213,21 +226,9 @@ def test_rotation_angle_is_tuned_to_its_target_acceptance():
     acceptance of those proposals) and frozen after it: the kept draws accept about 44% of
     their random-walk angles (the start, 0.3 radians, accepts about 60% here; a target of
     0.7 gives 0.68)."""
-    import warnings
-
-    import bayesynth as bs
     from bayesynth.samplers.steps import RotationMove
 
-    rng = np.random.default_rng(4)
-    n, p = 150, 5
-    loadings = rng.normal(size=(p, 2))
-    x = rng.normal(size=(n, 2)) @ loadings.T + rng.normal(size=(n, p))
-    model = bs.models.rank_probit_copula(pd.DataFrame(x, columns=list("abcde")), n_factors=4)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        idata = bs.sample(model, draws=200, tune=300, chains=1, random_seed=2,
-                          progressbar=False, check_convergence=False)
-    ss = idata.sample_stats
+    ss = _stats_after_tuning(_factor_data(150, 5, 2), draws=200, seed=2, n_factors=4)
     step = ss["step_rotation"].values[0]
     assert np.ptp(step) == 0.0  # frozen after tuning
     assert step[0] < RotationMove.max_step  # reached by adaptation, not by the cap
@@ -241,20 +242,8 @@ def test_rotation_angle_sd_stops_at_pi_where_every_angle_is_accepted_often():
     """Where even uniform angles are accepted more often than 0.44 (loosely identified
     factors), dual averaging would push the sd up without bound (it reached 3e5 radians); the
     target repeats every pi radians, so the sd stops there."""
-    import warnings
-
-    import bayesynth as bs
     from bayesynth.samplers.steps import RotationMove
 
-    rng = np.random.default_rng(4)
-    n, p = 300, 8
-    loadings = rng.normal(size=(p, 3))
-    x = rng.normal(size=(n, 3)) @ loadings.T + rng.normal(size=(n, p))
-    model = bs.models.rank_probit_copula(pd.DataFrame(x, columns=list("abcdefgh")),
-                                         n_factors=3)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        idata = bs.sample(model, draws=50, tune=300, chains=1, random_seed=2,
-                          progressbar=False, check_convergence=False)
-    step = idata.sample_stats["step_rotation"].values[0]
+    ss = _stats_after_tuning(_factor_data(300, 8, 3), draws=50, seed=2, n_factors=3)
+    step = ss["step_rotation"].values[0]
     assert np.all(step == RotationMove.max_step), step[:3]
