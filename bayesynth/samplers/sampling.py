@@ -19,6 +19,7 @@ from threadpoolctl import threadpool_limits
 
 from bayesynth.errors import IncompatibleModelError
 from bayesynth.models.latent_class_dp import latent_class_spec
+from bayesynth.models.rank_probit_copula import get_layout
 from bayesynth.samplers.bart_steps import bart_steps, has_bart
 from bayesynth.samplers.latent_class import latent_class_steps
 from bayesynth.samplers.steps import (
@@ -70,7 +71,10 @@ def assign_copula_steps(
     model = modelcontext(model)
     steps: list[CopulaGibbsStep] = []
     skipped: list[tuple[type, Exception]] = []
+    layout = get_layout(model)
     for cls in COPULA_STEPS:
+        if not cls.applies(layout):
+            continue
         kwargs = {"collapse_levels": collapse_levels} if cls is FactorScoresGibbs else {}
         try:
             steps.append(cls(model=model, **kwargs))
@@ -91,8 +95,6 @@ def assign_copula_steps(
 
 
 def _is_copula(model: pm.Model) -> bool:
-    from bayesynth.models.rank_probit_copula import get_layout
-
     try:
         get_layout(model)
     except IncompatibleModelError:

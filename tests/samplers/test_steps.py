@@ -32,6 +32,19 @@ def test_every_block_gets_its_gibbs_step(model):
     assert covered == {v.name for v in model.value_vars}
 
 
+def test_moves_of_absent_blocks_are_left_out_without_a_warning():
+    """A table without categorical variables has no intercepts or utilities to move: the
+    categorical steps are left out silently (a warning is for a prior that turned a step off)."""
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"a": rng.normal(size=100), "b": rng.integers(0, 5, 100)})
+    model = bs.models.rank_probit_copula(df, n_factors=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        names = {type(s).__name__ for s in assign_copula_steps(model)}
+    assert not names & {"InterceptGibbs", "UtilityScaleMove", "UtilityTransportScaleMove"}
+    assert {"LatentGibbs", "MarginalLoadingsHMC", "RotationMove"} <= names
+
+
 def test_sample_uses_only_our_steps_and_keeps_small_trace(model, seed):
     idata = bs.sample(model, draws=30, tune=20, chains=1, random_seed=seed, progressbar=False)
     post = idata.posterior

@@ -185,9 +185,10 @@ def test_every_move_together_samples_the_prior_without_data(rng):
     levels are all unknown, two ordered columns all missing): the composed sweep of every
     kernel bayesynth runs (z, factor scores, loadings with phi integrated out, shrinkage,
     precisions, collapsed intercepts and categorical rows (with and without the factor scores
-    integrated out), column, utility and factor scale moves, translations of rank columns and of
-    the factor scores, factor rotations and the Hamiltonian move of loadings and precisions,
-    with its mass from the shrinkage) must reproduce the prior of every parameter. A wrong
+    integrated out), column, utility (latent values kept, and transported) and factor scale
+    moves, translations of rank columns and of the factor scores, factor rotations and the
+    Hamiltonian move of loadings and precisions, with its mass from the shrinkage) must
+    reproduce the prior of every parameter. A wrong
     Jacobian or Haar factor in any move shifts the scale parameters it acts on."""
     from bayesynth.models.layout import CategoricalBlock
 
@@ -213,7 +214,7 @@ def test_every_move_together_samples_the_prior_without_data(rng):
     rare = np.ones(3, dtype=bool)
     T = 40_000
     rec = {key: np.empty(T) for key in ("prec", "delta0", "delta1", "phi", "lam2", "alpha",
-                                        "alpha2", "alpha_h", "eta")}
+                                        "alpha2", "alpha_h", "eta", "lam2_mnp")}
     cat = np.r_[lay.k_mnp_cols, lay.k_lvl_cols].astype(int)
     for t in range(T):
         sd = np.ones(p)
@@ -252,6 +253,16 @@ def test_every_move_together_samples_the_prior_without_data(rng):
         z *= cu
         alpha = alpha * cu
         Lam = Lam * cu[:, None]
+        tau = np.cumprod(delta)
+        # the groups the step uses: each block, then each column of a block with several
+        cs, _ = K.draw_utility_scale_transport(
+            rng, z, alpha, Lam, eta, lay, a_mu, a_sd, tau, nu, np.full(4, 0.7),
+            groups=[(0, None), (0, np.array([0])), (0, np.array([1])), (1, None)])
+        alpha = alpha * cs
+        Lam = Lam * cs[:, None]
+        rows = lay.mnp_columns  # their phi was integrated out of the move: redrawn
+        phi[rows] = rng.gamma(0.5 * (nu + 1), 1 / (0.5 * (nu + tau * Lam[rows] ** 2)))
+        pp = phi * tau[None, :]
         b = K.draw_translation(rng, z, K.factor_mean(alpha, Lam, eta), sd, lay.rank_columns)
         z[:, lay.rank_columns] += b
         d = K.draw_score_translation(rng, z, alpha, Lam, eta, sd, lay, a_mu, a_sd)
@@ -279,6 +290,7 @@ def test_every_move_together_samples_the_prior_without_data(rng):
         rec["lam2"][t] = Lam[4, 1] ** 2 * phi[4, 1] * np.cumprod(delta)[1]
         rec["alpha"][t], rec["alpha2"][t], rec["alpha_h"][t] = alpha[0], alpha[0] ** 2, alpha[2]
         rec["eta"][t] = eta[0, 0]
+        rec["lam2_mnp"][t] = Lam[1, 1] ** 2 * phi[1, 1] * np.cumprod(delta)[1]
     burn = 2000
     get = {key: v[burn:] for key, v in rec.items()}
     _close_to(get["prec"], a_s / b_s, np.sqrt(a_s) / b_s)
@@ -286,6 +298,7 @@ def test_every_move_together_samples_the_prior_without_data(rng):
     _close_to(get["delta1"], a2, np.sqrt(a2))
     _close_to(get["phi"], 1.0, np.sqrt(2 / nu))
     _close_to(get["lam2"], 1.0, np.sqrt(2.0))  # lambda^2 phi tau ~ chi^2_1
+    _close_to(get["lam2_mnp"], 1.0, np.sqrt(2.0))
     _close_to(get["alpha"], 0.0, 1.0)
     _close_to(get["alpha2"], 1.0, np.sqrt(2.0))  # alpha ~ N(0, 1): E alpha^2 = 1
     _close_to(get["alpha_h"], 0.0, 1.0)
