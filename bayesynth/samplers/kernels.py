@@ -1214,6 +1214,7 @@ def draw_utility_scale_transport(
     nu: float,
     steps: np.ndarray,
     groups: Sequence[tuple[int, np.ndarray | None]] | None = None,
+    phi: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Scale each multinomial-probit block's intercepts and loadings, its utilities transported.
 
@@ -1239,7 +1240,7 @@ def draw_utility_scale_transport(
     Jacobian of T_c, and log c and its inverse are equally likely. The target has the local
     shrinkage integrated out (each loading's prior is then Student-t,
     (1 + tau_h lambda^2 / nu)^(-(nu + 1) / 2)), so phi_B is redrawn from its gamma conditional
-    afterwards by the caller (a partially collapsed block); with phi held fixed, scaling
+    afterwards (a partially collapsed block; pass ``phi``); with phi held fixed, scaling
     dozens of loadings would cost a prior factor that stops the move.
 
     Parameters
@@ -1269,6 +1270,10 @@ def draw_utility_scale_transport(
         Scaling some of a block's columns is the same move with those columns' priors and a
         Jacobian c^(m_scaled (k + 1)); every utility of the block is transported (the others'
         bounds move with the scaled ones). Default: each whole block once.
+    phi : numpy.ndarray, shape (p*, k), optional
+        Local shrinkage; when given, the rows of every multinomial-probit column are redrawn
+        in place from phi_jh ~ Gamma((nu + 1) / 2, rate (nu + tau_h lambda_jh^2) / 2) at the
+        new loadings, as the partially collapsed block requires.
 
     Returns
     -------
@@ -1315,6 +1320,10 @@ def draw_utility_scale_transport(
             z[:, cols] = U2
             out[moved] *= c
             accepted[g] = True
+    if phi is not None:
+        rows = layout.k_mnp_cols
+        L2 = (Lambda[rows] * out[rows, None]) ** 2
+        phi[rows] = rng.gamma(half, 1.0 / (0.5 * (nu + tau * L2)))
     return out, accepted
 
 

@@ -986,22 +986,20 @@ class UtilityTransportScaleMove(CopulaGibbsStep):
         Lam = np.array(s.value(point, "Lambda"), dtype=float)
         eta = s.value(point, "eta")
         tau = np.cumprod(s.value(point, "delta"))
+        phi = np.array(s.value(point, "phi"), dtype=float)
         n_acc = np.zeros(len(self._groups))
-        for _ in range(self.tries):
+        for t in range(self.tries):
             steps = self._steps()
-            c, acc = draw_utility_scale_transport(self.rng, z, alpha, Lam, eta, lay, pm_, ps,
-                                                  tau, self._nu, steps, self._groups)
+            # phi is integrated out of every try and redrawn after the last
+            c, acc = draw_utility_scale_transport(
+                self.rng, z, alpha, Lam, eta, lay, pm_, ps, tau, self._nu, steps, self._groups,
+                phi=phi if t == self.tries - 1 else None)
             alpha *= c
             Lam *= c[:, None]
             n_acc += acc
             if self.tune:
                 for a, ok in zip(self._adapt, acc):
                     a.update(float(ok), True)
-        # the move had the local shrinkage integrated out: redraw it for the moved rows
-        phi = np.array(s.value(point, "phi"), dtype=float)
-        rows = lay.k_mnp_cols
-        phi[rows] = self.rng.gamma(0.5 * (self._nu + 1.0),
-                                   1.0 / (0.5 * (self._nu + tau * Lam[rows] ** 2)))
         point[self._zkey] = z
         s.io["Lambda"].put(point, Lam)
         s.io["alpha"].put(point, alpha[s.level_cols])

@@ -257,11 +257,9 @@ def test_every_move_together_samples_the_prior_without_data(rng):
         # the groups the step uses: each block, then each column of a block with several
         cs, _ = K.draw_utility_scale_transport(
             rng, z, alpha, Lam, eta, lay, a_mu, a_sd, tau, nu, np.full(4, 0.7),
-            groups=[(0, None), (0, np.array([0])), (0, np.array([1])), (1, None)])
+            groups=[(0, None), (0, np.array([0])), (0, np.array([1])), (1, None)], phi=phi)
         alpha = alpha * cs
         Lam = Lam * cs[:, None]
-        rows = lay.mnp_columns  # their phi was integrated out of the move: redrawn
-        phi[rows] = rng.gamma(0.5 * (nu + 1), 1 / (0.5 * (nu + tau * Lam[rows] ** 2)))
         pp = phi * tau[None, :]
         b = K.draw_translation(rng, z, K.factor_mean(alpha, Lam, eta), sd, lay.rank_columns)
         z[:, lay.rank_columns] += b
