@@ -278,6 +278,11 @@ def _uncovered_variables(model: pm.Model, steps: list) -> list[str]:
     return [model.values_to_rvs[v].name for v in model.value_vars if v.name not in covered]
 
 
+def _has_mnp_blocks(layout: LatentLayout) -> bool:
+    """Whether ``layout`` has a multinomial-probit categorical variable."""
+    return len(layout.k_mnp_off) > 1
+
+
 def _owned_z(z: np.ndarray) -> np.ndarray:
     """Return ``z`` itself when the kernels may update it in place, else a Fortran copy."""
     if z.flags.f_contiguous and z.flags.writeable:
@@ -883,7 +888,7 @@ class UtilityScaleMove(CopulaGibbsStep):
     @classmethod
     def applies(cls, layout: LatentLayout) -> bool:
         """Whether the table has a multinomial-probit categorical variable."""
-        return len(layout.k_mnp_off) > 1
+        return _has_mnp_blocks(layout)
 
     def _setup(self, model):
         s = self.structure
@@ -925,8 +930,8 @@ class UtilityTransportScaleMove(CopulaGibbsStep):
     utilities along by their conditional CDFs so that the move is not pinned by them (see
     :func:`~bayesynth.samplers.kernels.draw_utility_scale_transport`); the local shrinkage of
     the block's loadings is integrated out of the move and redrawn after it. This is the
-    direction in which chains on CE and SD2011 stayed apart (marital status: sum of squared
-    loadings 44 on one chain, 12 on the other, with the exact moves that keep the utilities).
+    direction in which CE's chains stayed apart (marital status: sum of squared loadings 44 on
+    one chain, 12 on the other, with only the exact moves that keep the utilities).
     The sd of each log c is adapted during tuning by dual averaging towards an acceptance
     rate of ``target_accept`` (at most ``max_step``) and frozen when tuning stops. Needs a
     normal prior on ``alpha`` and the multiplicative gamma process prior on ``Lambda``.
@@ -949,13 +954,13 @@ class UtilityTransportScaleMove(CopulaGibbsStep):
     @classmethod
     def applies(cls, layout: LatentLayout) -> bool:
         """Whether the table has a multinomial-probit categorical variable."""
-        return len(layout.k_mnp_off) > 1
+        return _has_mnp_blocks(layout)
 
     def _setup(self, model):
         s = self.structure
         lay = s.layout
         self._n_blocks = len(lay.k_mnp_off) - 1
-        if not self._n_blocks:
+        if not _has_mnp_blocks(lay):
             raise IncompatibleModelError(
                 "UtilityTransportScaleMove needs multinomial-probit blocks.")
         mu, sd = _normal_prior(model, "alpha", "UtilityTransportScaleMove")
