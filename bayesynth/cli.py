@@ -281,6 +281,7 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
         draws=args.draws,
         tune=args.tune if args.tune is not None else args.draws,
         chains=args.chains,
+        max_extensions=args.max_extensions,
         cores=args.cores,
         random_seed=args.seed,
         progressbar=not args.quiet,
@@ -296,6 +297,15 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"saved the fitted synthesizer to {args.save_model}")
     return 0
+
+
+def _extended(idata) -> str:
+    """Say how many times the chains were continued, if they were."""
+    ext = int(idata.posterior.attrs.get("extensions", 0))
+    if not ext:
+        return ""
+    return (f"; continued {ext} time(s) after failing the convergence check, "
+            f"{idata.posterior.sizes['draw']} draws per chain kept")
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -317,7 +327,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     t_all = time.perf_counter() - t0
     print(f"\nfit: {syn.idata_.posterior.sizes['factor']} factors, "
           f"{len(syn.latent_names_)} latent columns, {args.chains} chains x {args.draws} draws "
-          f"({args.tune} burn-in) in {t_fit:.1f} s")
+          f"({args.tune} burn-in{_extended(syn.idata_)}) in {t_fit:.1f} s")
     if syn.convergence_table_ is None:
         print("convergence not judged: it needs at least two chains of four draws")
     else:
@@ -422,6 +432,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--draws", type=int, default=1000, help="posterior draws per chain")
     s.add_argument("--tune", type=int, default=None, help="burn-in per chain (default: draws)")
     s.add_argument("--chains", type=int, default=2)
+    s.add_argument("--max-extensions", type=int, default=2,
+                   help="times to continue the chains for --draws more when the convergence "
+                        "check fails, keeping the second half of the draws (default 2; 0 "
+                        "samples exactly --tune + --draws)")
     s.add_argument("--cores", type=int, default=None,
                    help="processes for the chains (default: one per chain, up to the CPU "
                         "count; 1 runs them one after the other in this process)")

@@ -7,6 +7,7 @@ import logging
 import multiprocessing
 import os
 import warnings
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,10 +15,12 @@ import arviz as az
 import numpy as np
 import pandas as pd
 import pymc as pm
+import pytensor.tensor as pt
+import xarray as xr
 from pymc.model import modelcontext
 from threadpoolctl import threadpool_limits
 
-from bayesynth.errors import IncompatibleModelError
+from bayesynth.errors import IncompatibleModelError, InvalidParameterError
 from bayesynth.models.latent_class_dp import latent_class_spec
 from bayesynth.models.rank_probit_copula import get_layout
 from bayesynth.samplers.bart_steps import bart_steps, has_bart
@@ -43,6 +46,9 @@ LATENT_VARS: tuple[str, ...] = ("z", "eta")
 RHAT_WARN = 1.01
 #: The latent class models' threshold (their composite likelihood mixes slowly; see its docs).
 RHAT_WARN_LATENT_CLASS = 1.05
+#: Convergence tables already computed, per posterior object (the extension loop's last
+#: judgement is the final check's).
+_TABLES: dict[int, tuple[str, pd.DataFrame]] = {}
 
 
 def assign_copula_steps(
@@ -148,13 +154,9 @@ def check_copula_convergence(idata: az.InferenceData, categorical_margins: str =
         When the largest R-hat exceeds :data:`RHAT_WARN`; the message names that quantity and
         how many exceed it.
     """
-    from bayesynth.models.copula_quantities import BLOCKS_ATTR, synthesis_quantity_table
-
-    post = idata.posterior
-    if (BLOCKS_ATTR not in post.attrs or post.sizes.get("chain", 1) < 2
-            or post.sizes.get("draw", 0) < 4):
+    table = _judged(idata, categorical_margins)
+    if table is None:
         return None
-    table, _ = synthesis_quantity_table(idata, categorical_margins=categorical_margins)
     rhat = table["r_hat"].to_numpy(dtype=float)
     if not np.isfinite(rhat).any():
         return table
@@ -242,6 +244,7 @@ def sample(
     pgbart_kwargs: dict[str, Any] | None = None,
     categorical_margins: str = "data",
     check_convergence: bool = True,
+    max_extensions: int = 0,
     **kwargs: Any,
 ) -> az.InferenceData:
     """Sample a bayesynth model: the copula and BART models with their own steps, others by PyMC.
@@ -306,6 +309,18 @@ def sample(
         draw (40-80 s on SD2011 with 2,000 draws); ``False`` skips it, for a caller that runs
         :func:`check_copula_convergence` (or
         :func:`~bayesynth.evaluation.synthesis_diagnostics`) itself.
+    max_extensions : int, default 0
+        Copula with two or more chains: when the largest R-hat of the quantities synthesis uses
+        exceeds :data:`RHAT_WARN` after sampling, continue every chain from its final state
+        (all latent values included) for ``max(100, tune // 5)`` re-tuning iterations (the
+        adaptive steps start their adaptation afresh) and ``draws`` kept draws, and keep the
+        second half of all kept draws (the first half becomes warm-up, as in Gelman & Rubin
+        1992); repeat at most ``max_extensions`` times, stopping as soon as the check passes.
+        Each extension is logged; the posterior's ``extensions`` attribute counts them, and
+        its ``draw`` size is half the kept draws of all runs (``draws`` after one extension,
+        ``1.5 * draws`` after two). The seeds of the extensions derive from ``random_seed``,
+        so a seeded run repeats. The check itself is not changed: a run that is still
+        unconverged after the last extension warns as without extensions.
     **kwargs
         Passed to :func:`pymc.sample`.
 
@@ -333,6 +348,10 @@ def sample(
     from bayesynth.models.copula_quantities import check_categorical_margins
 
     check_categorical_margins(categorical_margins)  # before sampling, not after
+    if isinstance(max_extensions, bool) or int(max_extensions) != max_extensions \
+            or max_extensions < 0:
+        raise InvalidParameterError(f"max_extensions must be an integer >= 0; got "
+                                    f"{max_extensions!r}.", column="max_extensions")
     model = modelcontext(model)
     copula = False
     found: list[Any] = steps(model, random_seed=random_seed, collapse_levels=collapse_levels,
@@ -364,8 +383,8 @@ def sample(
         given = kwargs.get("initvals")
         if start and (given is None or isinstance(given, dict)):
             kwargs["initvals"] = {**start, **(given or {})}
-    if step is not None:
-        found.extend(step if isinstance(step, list | tuple) else [step])
+    extra = [] if step is None else list(step) if isinstance(step, list | tuple) else [step]
+    found.extend(extra)
     kwargs.setdefault("compute_convergence_checks", False)
     if found:  # no jitter: the latent data must start inside the constraint set
         kwargs.setdefault("init", "adapt_diag")
@@ -374,44 +393,170 @@ def sample(
         kwargs["cores"] = 1  # inside a dask (or other daemonic) worker: no child processes
     limit = (threadpool_limits(limits=blas_threads, user_api="blas")
              if blas_threads is not None else contextlib.nullcontext())
+    extend = copula and max_extensions > 0 and chains >= 2
+    last: dict[int, dict[str, np.ndarray]] = {}
+    if extend:  # keep each chain's final state (every value variable) to continue from it
+        user_callback = kwargs.pop("callback", None)
+
+        def keep_last(trace: Any, draw: Any) -> None:
+            last[draw.chain] = draw.point
+            if user_callback is not None:
+                user_callback(trace=trace, draw=draw)
+
+        kwargs["callback"] = keep_last
+    names = _trace_names(model, keep_latent)
+    spec = latent_class_spec(model)
     with limit:
-        idata = pm.sample(
-            draws=draws,
-            tune=tune,
-            chains=chains,
-            step=found or None,
-            random_seed=random_seed,
-            var_names=_trace_names(model, keep_latent),
-            progressbar=progressbar,
-            model=model,
-            **kwargs,
-        )
+        idata = _run_pymc(model, draws, tune, chains, found or None, random_seed, names,
+                          progressbar, kwargs)
+    _annotate(idata, model, copula, spec)
+    if extend:
+        runs = [idata]
+        for ext in range(1, max_extensions + 1):
+            worst = _worst_rhat(_judged(idata, categorical_margins))
+            if worst is None or worst <= RHAT_WARN:
+                break
+            retune = _retune(tune)
+            _log.warning(
+                "Largest R-hat of the quantities synthesis uses is %.3f after %d draws per "
+                "chain; continuing each chain from where it ended for %d iterations (%d to "
+                "re-tune the adaptive steps, %d kept), then the first half of all kept draws "
+                "is discarded as warm-up (extension %d of %d).", worst,
+                idata.posterior.sizes["draw"], retune + draws, retune, draws, ext,
+                max_extensions)
+            kwargs["initvals"] = [_constrained_point(model, last[c]) for c in range(chains)]
+            fresh = steps(model, random_seed=random_seed, collapse_levels=collapse_levels)
+            fresh.extend(extra)
+            with limit:
+                runs.append(_run_pymc(model, draws, retune, chains, fresh,
+                                      _extension_seed(random_seed, ext, chains), names,
+                                      progressbar, kwargs))
+            idata = _second_half(runs)
+            _annotate(idata, model, copula, spec)
+            idata.posterior.attrs["extensions"] = ext
+    if not check_convergence:
+        return idata
+    if spec is not None:  # warn on the released tables' cells; the rest of the full table
+        # is only as identified as the model's extrapolation from them
+        _check_cell_probabilities(idata, [v for v in _declared(idata, spec)
+                                          if v != "cell_prob"])
+    elif copula:
+        check_copula_convergence(idata, categorical_margins, stacklevel=3)
+    return idata
+
+
+def _run_pymc(model: pm.Model, draws: int, tune: int, chains: int, step: Any,
+              random_seed: Any, names: list[str], progressbar: bool,
+              kwargs: dict[str, Any]) -> az.InferenceData:
+    """Run :func:`pymc.sample` once; refuse a run that Ctrl-C cut short."""
+    idata = pm.sample(draws=draws, tune=tune, chains=chains, step=step,
+                      random_seed=random_seed, var_names=names, progressbar=progressbar,
+                      model=model, **kwargs)
     got = int(idata.posterior.sizes.get("draw", 0))
     if got < draws:  # PyMC ends quietly on Ctrl-C and returns what it has
         raise KeyboardInterrupt(
             f"Sampling was interrupted after {got} of {draws} draws; a truncated posterior is "
             "not returned (it would not be the posterior that was asked for).")
+    return idata
+
+
+def _declared(idata: az.InferenceData, spec: Any) -> list[str]:
+    declared = [v for v in IDENTIFIED_VARS if v in idata.posterior]
+    if spec is not None:  # label switching: only cell probabilities are identified
+        declared = [f"P_t{i}" for i in range(len(spec.tables))]
+        declared += ["cell_prob"] if "cell_prob" in idata.posterior else []
+    return declared
+
+
+def _annotate(idata: az.InferenceData, model: pm.Model, copula: bool, spec: Any) -> None:
+    """Store what the diagnostics read: the copula's blocks and the identified variables."""
     if copula:
         import json
 
         from bayesynth.models.copula_quantities import BLOCKS_ATTR, CopulaBlocks
 
         idata.posterior.attrs[BLOCKS_ATTR] = json.dumps(CopulaBlocks.from_model(model).to_dict())
-    declared = [v for v in IDENTIFIED_VARS if v in idata.posterior]
-    spec = latent_class_spec(model)
-    if spec is not None:  # label switching: only cell probabilities are identified
-        declared = [f"P_t{i}" for i in range(len(spec.tables))]
-        declared += ["cell_prob"] if "cell_prob" in idata.posterior else []
+    declared = _declared(idata, spec)
     if declared:  # read by bayesynth.evaluation.diagnose
         idata.posterior.attrs["identified_vars"] = ",".join(declared)
-    if not check_convergence:
-        return idata
-    if spec is not None:  # warn on the released tables' cells; the rest of the full table
-        # is only as identified as the model's extrapolation from them
-        _check_cell_probabilities(idata, [v for v in declared if v != "cell_prob"])
-    elif copula:
-        check_copula_convergence(idata, categorical_margins, stacklevel=3)
-    return idata
+
+
+def _retune(tune: int) -> int:
+    """Return the iterations that re-tune the adaptive steps before an extension keeps draws."""
+    return max(100, tune // 5)
+
+
+def _extension_seed(random_seed: Any, ext: int, chains: int) -> Any:
+    """Derive extension ``ext``'s seeds from the run's seed, so that a seeded run repeats."""
+    if random_seed is None:
+        return None
+    if isinstance(random_seed, np.random.Generator):
+        return [int(s) for s in random_seed.integers(2**31, size=chains)]
+    base = ([int(random_seed)] if np.ndim(random_seed) == 0
+            else [int(s) for s in random_seed])
+    state = np.random.SeedSequence([*base, 7919, ext]).generate_state(chains)
+    return [int(s) for s in state]
+
+
+def _constrained_point(model: pm.Model, point: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Turn a sampler state (value variables, transformed) into initial values of the RVs."""
+    out = {}
+    by_name = {v.name: v for v in model.value_vars}
+    for name, val in point.items():
+        rv = model.values_to_rvs[by_name[name]]
+        transform = model.rvs_to_transforms.get(rv)
+        if transform is None:
+            out[rv.name] = np.array(val, copy=True)
+        else:
+            out[rv.name] = np.asarray(
+                transform.backward(pt.as_tensor(np.asarray(val)), *rv.owner.inputs).eval())
+    return out
+
+
+def _second_half(runs: list[az.InferenceData]) -> az.InferenceData:
+    """Join the kept draws of consecutive runs of the same chains; keep the second half.
+
+    The first half becomes warm-up (Gelman & Rubin's recipe): the chains failed the check on
+    the draws before the extension, so those draws need not come from the posterior.
+    """
+    groups = {}
+    for group in ("posterior", "sample_stats"):
+        if group not in runs[0].groups():
+            continue
+        parts = [getattr(r, group) for r in runs]
+        joined = xr.concat(parts, dim="draw", combine_attrs="override")
+        total = joined.sizes["draw"]
+        joined = joined.isel(draw=slice(total - total // 2, None))
+        groups[group] = joined.assign_coords(draw=np.arange(joined.sizes["draw"]))
+    for group in runs[-1].groups():
+        if group not in groups and "warmup" not in group:
+            groups[group] = getattr(runs[-1], group)
+    return az.InferenceData(**groups)
+
+
+def _judged(idata: az.InferenceData, categorical_margins: str) -> pd.DataFrame | None:
+    """Return a copula posterior's convergence table (kept for the final check)."""
+    from bayesynth.models.copula_quantities import BLOCKS_ATTR, synthesis_quantity_table
+
+    post = idata.posterior
+    if (BLOCKS_ATTR not in post.attrs or post.sizes.get("chain", 1) < 2
+            or post.sizes.get("draw", 0) < 4):
+        return None
+    hit = _TABLES.get(id(idata))
+    if hit is not None and hit[0] == categorical_margins:
+        return hit[1]
+    table, _ = synthesis_quantity_table(idata, categorical_margins=categorical_margins)
+    if id(idata) not in _TABLES:  # forget the table with the posterior (InferenceData is
+        weakref.finalize(idata, _TABLES.pop, id(idata), None)  # not hashable)
+    _TABLES[id(idata)] = (categorical_margins, table)
+    return table
+
+
+def _worst_rhat(table: pd.DataFrame | None) -> float | None:
+    if table is None:
+        return None
+    rhat = table["r_hat"].to_numpy(dtype=float)
+    return float(np.nanmax(rhat)) if np.isfinite(rhat).any() else None
 
 
 def _check_cell_probabilities(idata: az.InferenceData, names: list[str]) -> None:

@@ -306,6 +306,13 @@ class CopulaSynthesizer(Synthesizer):
         See :func:`bayesynth.models.rank_probit_copula`.
     draws, tune, chains : int
         MCMC settings passed to :func:`bayesynth.sample`.
+    max_extensions : int, default 2
+        When the closing convergence check fails (largest R-hat of the quantities synthesis
+        uses above 1.01, judged with this synthesizer's ``categorical_margins``), continue the
+        chains for ``draws`` more kept draws and keep the second half of all kept draws, at
+        most this many times (see ``max_extensions`` of :func:`bayesynth.sample`; each
+        extension is logged). ``0`` runs exactly ``tune + draws`` iterations per chain. A fit
+        still unconverged after the last extension warns.
     random_seed : int, optional
         Seed of the MCMC run (``sample`` takes its own seed).
     max_tries : int, default 2000
@@ -398,6 +405,7 @@ class CopulaSynthesizer(Synthesizer):
         draws: int = 1000,
         tune: int = 1000,
         chains: int = 2,
+        max_extensions: int = 2,
         random_seed: int | None = None,
         max_tries: int = 2000,
         n_sweeps: int = 200,
@@ -423,6 +431,7 @@ class CopulaSynthesizer(Synthesizer):
         self.draws = draws
         self.tune = tune
         self.chains = chains
+        self.max_extensions = max_extensions
         self.random_seed = random_seed
         self.max_tries = max_tries
         self.n_sweeps = n_sweeps
@@ -503,7 +512,9 @@ class CopulaSynthesizer(Synthesizer):
         layout = get_layout(model)
         idata = bs_sample(model, draws=self.draws, tune=self.tune, chains=self.chains,
                           random_seed=self.random_seed, progressbar=self.progressbar,
-                          cores=self.cores, check_convergence=False)
+                          cores=self.cores, check_convergence=False,
+                          max_extensions=self.max_extensions,
+                          categorical_margins=self.categorical_margins)
         # the check bs.sample would run, with this synthesizer's margins, its table kept
         self.convergence_table_ = check_copula_convergence(
             idata, self.categorical_margins, stacklevel=3)
@@ -828,6 +839,7 @@ class CopulaSynthesizer(Synthesizer):
                 "draws": self.draws,
                 "tune": self.tune,
                 "chains": self.chains,
+                "max_extensions": self.max_extensions,
                 "random_seed": self.random_seed,
                 "max_tries": self.max_tries,
                 "n_sweeps": self.n_sweeps,
@@ -899,6 +911,7 @@ class CopulaSynthesizer(Synthesizer):
             draws=params["draws"],
             tune=params["tune"],
             chains=params["chains"],
+            max_extensions=params.get("max_extensions", 0),
             random_seed=params["random_seed"],
             max_tries=params.get("max_tries", 2000),
             n_sweeps=params["n_sweeps"],

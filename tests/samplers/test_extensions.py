@@ -1,0 +1,114 @@
+"""Continuing unconverged copula chains (``bayesynth.sample(max_extensions=...)``)."""
+
+from __future__ import annotations
+
+import warnings
+
+import arviz as az
+import numpy as np
+import pymc as pm
+import pytest
+
+import bayesynth as bs
+from bayesynth.errors import InvalidParameterError
+from bayesynth.samplers import sampling
+
+
+def _small_copula():
+    df = bs.datasets.simulate_child_health(n=80, random_seed=5)[
+        ["m_race", "male", "read", "mage", "ndi_birth"]]
+    return bs.models.rank_probit_copula(df, n_factors=2)
+
+
+class _Recorder:
+    """Wrap pymc.sample: keep each call's initial values and result."""
+
+    def __init__(self, monkeypatch):
+        self.calls: list[dict] = []
+        self.results: list[az.InferenceData] = []
+        real = pm.sample
+
+        def wrapped(*args, **kwargs):
+            self.calls.append(kwargs)
+            out = real(*args, **kwargs)
+            self.results.append(out)
+            return out
+
+        monkeypatch.setattr(sampling.pm, "sample", wrapped)
+
+
+def _run(model, seed, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return bs.sample(model, draws=20, tune=20, chains=2, cores=1, random_seed=seed,
+                         progressbar=False, **kw)
+
+
+def test_an_extension_continues_each_chain_from_its_final_state(monkeypatch):
+    """Forced to extend (threshold 0), the second run starts every chain exactly at the state
+    (every value variable, the latent values included) where its first run ended, and the
+    posterior is the second half of all kept draws: the extension's."""
+    model = _small_copula()
+    monkeypatch.setattr(sampling, "RHAT_WARN", 0.0)
+    rec = _Recorder(monkeypatch)
+    ends: dict[int, list[dict]] = {0: [], 1: []}
+
+    def callback(trace, draw):  # the user's callback still sees every draw
+        ends[draw.chain].append(draw.point)
+
+    idata = _run(model, 11, max_extensions=1, callback=callback)
+    assert len(rec.calls) == 2
+    first, second = rec.results
+    assert rec.calls[1]["tune"] == sampling._retune(20) and rec.calls[1]["draws"] == 20
+    assert [len(v) for v in ends.values()] == [40 + 120, 40 + 120]
+    for chain, init in enumerate(rec.calls[1]["initvals"]):
+        last = ends[chain][39]  # the first run's final state of this chain
+        start = pm.initial_point.make_initial_point_fn(
+            model=model, overrides=init, jitter_rvs=set(), return_transformed=True)(0)
+        assert set(start) == set(last)
+        for name, value in last.items():
+            np.testing.assert_array_equal(start[name], value, err_msg=name)
+    # the first half of the 40 kept draws (the first run's) became warm-up
+    assert idata.posterior.sizes["draw"] == 20 and idata.posterior.attrs["extensions"] == 1
+    np.testing.assert_array_equal(idata.posterior["C"].values, second.posterior["C"].values)
+    assert idata.sample_stats.sizes["draw"] == 20
+    # seeded: the whole extended run repeats
+    again = _run(model, 11, max_extensions=1)
+    np.testing.assert_array_equal(again.posterior["C"].values, idata.posterior["C"].values)
+
+
+def test_no_extension_when_the_check_passes(monkeypatch):
+    model = _small_copula()
+    monkeypatch.setattr(sampling, "RHAT_WARN", 1e9)
+    rec = _Recorder(monkeypatch)
+    idata = _run(model, 3, max_extensions=2)
+    assert len(rec.calls) == 1
+    assert "extensions" not in idata.posterior.attrs
+    assert idata.posterior.sizes["draw"] == 20
+
+
+def test_second_half_keeps_the_last_half_of_all_kept_draws():
+    def run(start, n):
+        x = np.arange(start, start + n, dtype=float)[None, :].repeat(2, axis=0)
+        return az.from_dict(posterior={"a": x}, sample_stats={"s": x})
+
+    out = sampling._second_half([run(0, 10), run(10, 10), run(20, 10)])
+    np.testing.assert_array_equal(out.posterior["a"].values[0], np.arange(15, 30))
+    np.testing.assert_array_equal(out.sample_stats["s"].values[1], np.arange(15, 30))
+    np.testing.assert_array_equal(out.posterior["draw"].values, np.arange(15))
+    out = sampling._second_half([run(0, 10), run(10, 10)])
+    np.testing.assert_array_equal(out.posterior["a"].values[0], np.arange(10, 20))
+
+
+def test_extension_seeds_derive_from_the_run_seed():
+    a = sampling._extension_seed(5, 1, 2)
+    assert a == sampling._extension_seed(5, 1, 2)
+    assert a != sampling._extension_seed(5, 2, 2) and a != sampling._extension_seed(6, 1, 2)
+    assert sampling._extension_seed(None, 1, 2) is None
+    assert len(sampling._extension_seed([1, 2], 1, 2)) == 2
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True])
+def test_bad_max_extensions_is_refused_before_sampling(bad):
+    with pytest.raises(InvalidParameterError, match="max_extensions"):
+        bs.sample(_small_copula(), draws=5, tune=5, max_extensions=bad, progressbar=False)
