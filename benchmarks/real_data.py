@@ -31,10 +31,12 @@ Printed per dataset and synthesizer:
 * copies: share of synthetic records equal to a training record on every column;
 * wall: fit and synthesis time in seconds;
 * converged, max R-hat: the copula fit's own judgement (``CopulaSynthesizer.convergence_table_``,
-  the quantities synthesis uses, margins calibrated as synthesis does).
+  the quantities synthesis uses, margins calibrated as synthesis does);
+* extensions: times the copula's chains were continued after failing that check (at most 2
+  by default; see ``max_extensions`` of ``bayesynth.sample``).
 
-The copula runs at its default settings (two chains of 1000 + 1000 iterations) on up to two
-cores; CART is bayesynth's baseline with synthpop's defaults (density smoothing of numeric
+The copula runs at its default settings (two chains of 1000 + 1000 iterations, continued for
+1000 more at most twice while the check fails) on up to two cores; CART is bayesynth's baseline with synthpop's defaults (density smoothing of numeric
 donors, leaves of at least 5 records).
 
 Usage::
@@ -219,7 +221,10 @@ def main(argv=None) -> None:
                    **measure(train, hold, tables, schema, formula, args.seed),
                    "wall s": wall,
                    "converged": not any("not converged" in str(w.message) for w in caught),
-                   "max R-hat": float(judged["r_hat"].max()) if judged is not None else np.nan}
+                   "max R-hat": float(judged["r_hat"].max()) if judged is not None else np.nan,
+                   # times the copula's chains were continued after failing the check
+                   "extensions": (int(syn.idata_.posterior.attrs.get("extensions", 0))
+                                  if hasattr(syn, "idata_") else np.nan)}
             rows.append(row)
             print(pd.DataFrame([row]).to_string(index=False, float_format=lambda v: f"{v:.3f}"),
                   flush=True)
