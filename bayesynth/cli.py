@@ -434,8 +434,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--chains", type=int, default=2)
     s.add_argument("--max-extensions", type=int, default=2,
                    help="times to continue the chains for --draws more when the convergence "
-                        "check fails, keeping the second half of the draws (default 2; 0 "
-                        "samples exactly --tune + --draws)")
+                        "check fails with R-hat at most 1.1 (default 2; 0 samples exactly "
+                        "--tune + --draws)")
     s.add_argument("--cores", type=int, default=None,
                    help="processes for the chains (default: one per chain, up to the CPU "
                         "count; 1 runs them one after the other in this process)")

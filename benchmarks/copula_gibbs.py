@@ -12,6 +12,10 @@ stored per posterior draw (which must not grow with n).
 Usage::
 
     python benchmarks/copula_gibbs.py [--n 20000 200000] [--iters 300] [--collapse-levels]
+    python benchmarks/copula_gibbs.py --n 20000 --per-step   # milliseconds of each step
+
+``--per-step`` also prints the milliseconds per iteration of each step of the bare sweep
+(timed one by one in the same loop).
 """
 
 from __future__ import annotations
@@ -32,8 +36,12 @@ import bayesynth as bs  # noqa: E402
 from bayesynth.samplers import assign_copula_steps  # noqa: E402
 
 
-def bare_seconds_per_iter(model, iters: int, seed: int, collapse: bool) -> float:
-    """Run the sweep by calling each step's update directly on a plain dict (no PyMC loop)."""
+def bare_seconds_per_iter(model, iters: int, seed: int, collapse: bool,
+                          per_step: dict[str, float] | None = None) -> float:
+    """Run the sweep by calling each step's update directly on a plain dict (no PyMC loop).
+
+    With ``per_step`` (a dict), also fill it with each step's seconds per iteration.
+    """
     steps = assign_copula_steps(model, collapse_levels=collapse)
     rng = np.random.default_rng(seed)
     for s in steps:
@@ -42,11 +50,21 @@ def bare_seconds_per_iter(model, iters: int, seed: int, collapse: bool) -> float
     for _ in range(5):  # warm-up: compile and settle buffers
         for s in steps:
             s._update(point)
+    spent = np.zeros(len(steps))
     t = time.perf_counter()
     for _ in range(iters):
-        for s in steps:
-            s._update(point)
-    return (time.perf_counter() - t) / iters
+        for i, s in enumerate(steps):
+            if per_step is None:
+                s._update(point)
+            else:
+                t_s = time.perf_counter()
+                s._update(point)
+                spent[i] += time.perf_counter() - t_s
+    total = (time.perf_counter() - t) / iters
+    if per_step is not None:
+        for s, sec in zip(steps, spent):
+            per_step[type(s).__name__] = sec / iters
+    return total
 
 
 def pymc_seconds_per_iter(model, iters: int, seed: int, collapse: bool) -> tuple[float, int]:
@@ -68,6 +86,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--collapse-levels", action="store_true",
                     help="use the collapsed factor-score step (default: the paper's block)")
+    ap.add_argument("--per-step", action="store_true",
+                    help="also print each step's milliseconds per iteration")
     args = ap.parse_args()
     step = "collapsed factor scores" if args.collapse_levels else "the paper's factor-score block"
     print(f"bayesynth {bs.__version__}; BLAS threads pinned to 1; k = {args.k}; one chain; "
@@ -80,11 +100,15 @@ def main() -> None:
         model = bs.models.rank_probit_copula(df, n_factors=args.k)
         p = len(model.coords["latent"])
         iters = args.iters if n <= 50_000 else max(30, args.iters // 10)
-        bare = bare_seconds_per_iter(model, iters, args.seed, args.collapse_levels)
+        per_step: dict[str, float] | None = {} if args.per_step else None
+        bare = bare_seconds_per_iter(model, iters, args.seed, args.collapse_levels, per_step)
         wrapped, per_draw = pymc_seconds_per_iter(model, iters, args.seed, args.collapse_levels)
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"{n:>8} {p:>4} {bare:>10.4f} {1 / bare:>10.1f} {wrapped:>10.4f} "
               f"{1 / wrapped:>10.1f} {wrapped / bare:>9.3f} {peak:>12.0f} {per_draw:>11}")
+        if per_step:
+            print("    ms per iteration by step: " + ", ".join(
+                f"{name} {1e3 * sec:.1f}" for name, sec in per_step.items()))
 
 
 if __name__ == "__main__":

@@ -36,7 +36,8 @@ Printed per dataset and synthesizer:
   by default; see ``max_extensions`` of ``bayesynth.sample``).
 
 The copula runs at its default settings (two chains of 1000 + 1000 iterations, continued for
-1000 more at most twice while the check fails) on up to two cores; CART is bayesynth's baseline with synthpop's defaults (density smoothing of numeric
+1000 more kept draws at most twice while the check fails with R-hat at most 1.1) on up to two
+cores; CART is bayesynth's baseline with synthpop's defaults (density smoothing of numeric
 donors, leaves of at least 5 records).
 
 Usage::

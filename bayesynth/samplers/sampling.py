@@ -46,6 +46,10 @@ LATENT_VARS: tuple[str, ...] = ("z", "eta")
 RHAT_WARN = 1.01
 #: The latent class models' threshold (their composite likelihood mixes slowly; see its docs).
 RHAT_WARN_LATENT_CLASS = 1.05
+#: Chains are continued (``max_extensions``) only while the largest R-hat is at most this:
+#: further apart, two extensions of ``draws`` do not bring them within RHAT_WARN (see
+#: ``max_extensions`` of :func:`sample`) and would only multiply the run time.
+EXTEND_RHAT_MAX = 1.1
 #: Convergence tables already computed, per posterior object (the extension loop's last
 #: judgement is the final check's).
 _TABLES: dict[int, tuple[str, pd.DataFrame]] = {}
@@ -310,17 +314,19 @@ def sample(
         :func:`check_copula_convergence` (or
         :func:`~bayesynth.evaluation.synthesis_diagnostics`) itself.
     max_extensions : int, default 0
-        Copula with two or more chains: when the largest R-hat of the quantities synthesis uses
-        exceeds :data:`RHAT_WARN` after sampling, continue every chain from its final state
-        (all latent values included) for ``max(100, tune // 5)`` re-tuning iterations (the
-        adaptive steps start their adaptation afresh) and ``draws`` kept draws, and keep the
-        second half of all kept draws (the first half becomes warm-up, as in Gelman & Rubin
-        1992); repeat at most ``max_extensions`` times, stopping as soon as the check passes.
+        Copula with two or more chains: when the largest R-hat of the quantities synthesis
+        uses exceeds :data:`RHAT_WARN` after sampling, but not :data:`EXTEND_RHAT_MAX` (1.1;
+        chains further apart need a longer run than two extensions give), continue every
+        chain from its final state (all latent values included) for ``max(100, tune // 5)``
+        re-tuning iterations (the adaptive steps start their adaptation afresh; these draws
+        are discarded) and ``draws`` kept draws appended to the chains' kept draws; repeat at
+        most ``max_extensions`` times, stopping as soon as the check passes. Below that R-hat
+        the chains are close and short of effective draws rather than of warm-up, so every
+        kept draw stays (a drift left in them keeps the rank-normalised split R-hat high).
         Each extension is logged; the posterior's ``extensions`` attribute counts them, and
-        its ``draw`` size is half the kept draws of all runs (``draws`` after one extension,
-        ``1.5 * draws`` after two). The seeds of the extensions derive from ``random_seed``,
-        so a seeded run repeats. The check itself is not changed: a run that is still
-        unconverged after the last extension warns as without extensions.
+        its ``draw`` size is ``draws * (1 + extensions)``. The seeds of the extensions derive
+        from ``random_seed``, so a seeded run repeats. The check itself is not changed: a run
+        still unconverged after the last extension warns as without extensions.
     **kwargs
         Passed to :func:`pymc.sample`.
 
@@ -414,14 +420,14 @@ def sample(
         runs = [idata]
         for ext in range(1, max_extensions + 1):
             worst = _worst_rhat(_judged(idata, categorical_margins))
-            if worst is None or worst <= RHAT_WARN:
+            if worst is None or worst <= RHAT_WARN or worst > EXTEND_RHAT_MAX:
                 break
             retune = _retune(tune)
             _log.warning(
                 "Largest R-hat of the quantities synthesis uses is %.3f after %d draws per "
                 "chain; continuing each chain from where it ended for %d iterations (%d to "
-                "re-tune the adaptive steps, %d kept), then the first half of all kept draws "
-                "is discarded as warm-up (extension %d of %d).", worst,
+                "re-tune the adaptive steps, then %d more kept draws; extension %d of %d).",
+                worst,
                 idata.posterior.sizes["draw"], retune + draws, retune, draws, ext,
                 max_extensions)
             kwargs["initvals"] = [_constrained_point(model, last[c]) for c in range(chains)]
@@ -431,7 +437,7 @@ def sample(
                 runs.append(_run_pymc(model, draws, retune, chains, fresh,
                                       _extension_seed(random_seed, ext, chains), names,
                                       progressbar, kwargs))
-            idata = _second_half(runs)
+            idata = _joined(runs)
             _annotate(idata, model, copula, spec)
             idata.posterior.attrs["extensions"] = ext
     if not check_convergence:
@@ -513,20 +519,14 @@ def _constrained_point(model: pm.Model, point: dict[str, np.ndarray]) -> dict[st
     return out
 
 
-def _second_half(runs: list[az.InferenceData]) -> az.InferenceData:
-    """Join the kept draws of consecutive runs of the same chains; keep the second half.
-
-    The first half becomes warm-up (Gelman & Rubin's recipe): the chains failed the check on
-    the draws before the extension, so those draws need not come from the posterior.
-    """
+def _joined(runs: list[az.InferenceData]) -> az.InferenceData:
+    """Join the kept draws of consecutive runs of the same chains, in order."""
     groups = {}
     for group in ("posterior", "sample_stats"):
         if group not in runs[0].groups():
             continue
         parts = [getattr(r, group) for r in runs]
         joined = xr.concat(parts, dim="draw", combine_attrs="override")
-        total = joined.sizes["draw"]
-        joined = joined.isel(draw=slice(total - total // 2, None))
         groups[group] = joined.assign_coords(draw=np.arange(joined.sizes["draw"]))
     for group in runs[-1].groups():
         if group not in groups and "warmup" not in group:

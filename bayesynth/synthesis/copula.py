@@ -308,9 +308,9 @@ class CopulaSynthesizer(Synthesizer):
         MCMC settings passed to :func:`bayesynth.sample`.
     max_extensions : int, default 2
         When the closing convergence check fails (largest R-hat of the quantities synthesis
-        uses above 1.01, judged with this synthesizer's ``categorical_margins``), continue the
-        chains for ``draws`` more kept draws and keep the second half of all kept draws, at
-        most this many times (see ``max_extensions`` of :func:`bayesynth.sample`; each
+        uses above 1.01 but at most 1.1, judged with this synthesizer's
+        ``categorical_margins``), continue the chains for ``draws`` more kept draws, at most
+        this many times (see ``max_extensions`` of :func:`bayesynth.sample`; each
         extension is logged). ``0`` runs exactly ``tune + draws`` iterations per chain. A fit
         still unconverged after the last extension warns.
     random_seed : int, optional

@@ -47,9 +47,10 @@ def _run(model, seed, **kw):
 def test_an_extension_continues_each_chain_from_its_final_state(monkeypatch):
     """Forced to extend (threshold 0), the second run starts every chain exactly at the state
     (every value variable, the latent values included) where its first run ended, and the
-    posterior is the second half of all kept draws: the extension's."""
+    posterior holds the first run's kept draws followed by the extension's."""
     model = _small_copula()
     monkeypatch.setattr(sampling, "RHAT_WARN", 0.0)
+    monkeypatch.setattr(sampling, "EXTEND_RHAT_MAX", np.inf)
     rec = _Recorder(monkeypatch)
     ends: dict[int, list[dict]] = {0: [], 1: []}
 
@@ -68,18 +69,26 @@ def test_an_extension_continues_each_chain_from_its_final_state(monkeypatch):
         assert set(start) == set(last)
         for name, value in last.items():
             np.testing.assert_array_equal(start[name], value, err_msg=name)
-    # the first half of the 40 kept draws (the first run's) became warm-up
-    assert idata.posterior.sizes["draw"] == 20 and idata.posterior.attrs["extensions"] == 1
-    np.testing.assert_array_equal(idata.posterior["C"].values, second.posterior["C"].values)
-    assert idata.sample_stats.sizes["draw"] == 20
+    # the extension's re-tuning draws are dropped; every kept draw stays, in order
+    assert idata.posterior.sizes["draw"] == 40 and idata.posterior.attrs["extensions"] == 1
+    np.testing.assert_array_equal(idata.posterior["C"].values[:, :20],
+                                  first.posterior["C"].values)
+    np.testing.assert_array_equal(idata.posterior["C"].values[:, 20:],
+                                  second.posterior["C"].values)
+    assert idata.sample_stats.sizes["draw"] == 40
     # seeded: the whole extended run repeats
     again = _run(model, 11, max_extensions=1)
     np.testing.assert_array_equal(again.posterior["C"].values, idata.posterior["C"].values)
 
 
-def test_no_extension_when_the_check_passes(monkeypatch):
+@pytest.mark.parametrize("passes", [True, False])
+def test_no_extension_when_the_check_passes_or_the_chains_are_far_apart(monkeypatch, passes):
     model = _small_copula()
-    monkeypatch.setattr(sampling, "RHAT_WARN", 1e9)
+    if passes:
+        monkeypatch.setattr(sampling, "RHAT_WARN", 1e9)
+    else:  # fails, but beyond the largest R-hat an extension is tried for
+        monkeypatch.setattr(sampling, "RHAT_WARN", 0.0)
+        monkeypatch.setattr(sampling, "EXTEND_RHAT_MAX", 0.5)
     rec = _Recorder(monkeypatch)
     idata = _run(model, 3, max_extensions=2)
     assert len(rec.calls) == 1
@@ -87,17 +96,15 @@ def test_no_extension_when_the_check_passes(monkeypatch):
     assert idata.posterior.sizes["draw"] == 20
 
 
-def test_second_half_keeps_the_last_half_of_all_kept_draws():
+def test_runs_are_joined_in_order_with_fresh_draw_numbers():
     def run(start, n):
         x = np.arange(start, start + n, dtype=float)[None, :].repeat(2, axis=0)
         return az.from_dict(posterior={"a": x}, sample_stats={"s": x})
 
-    out = sampling._second_half([run(0, 10), run(10, 10), run(20, 10)])
-    np.testing.assert_array_equal(out.posterior["a"].values[0], np.arange(15, 30))
-    np.testing.assert_array_equal(out.sample_stats["s"].values[1], np.arange(15, 30))
-    np.testing.assert_array_equal(out.posterior["draw"].values, np.arange(15))
-    out = sampling._second_half([run(0, 10), run(10, 10)])
-    np.testing.assert_array_equal(out.posterior["a"].values[0], np.arange(10, 20))
+    out = sampling._joined([run(0, 10), run(10, 10), run(20, 10)])
+    np.testing.assert_array_equal(out.posterior["a"].values[0], np.arange(30))
+    np.testing.assert_array_equal(out.sample_stats["s"].values[1], np.arange(30))
+    np.testing.assert_array_equal(out.posterior["draw"].values, np.arange(30))
 
 
 def test_extension_seeds_derive_from_the_run_seed():
