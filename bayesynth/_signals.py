@@ -13,6 +13,7 @@ processes.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -20,6 +21,24 @@ from collections.abc import Iterator
 from bayesynth.errors import RunStopped
 
 __all__ = ["RunStopped", "stop_on_signals"]
+
+
+#: Seconds after which a signal that arrived where an exception would be dropped is sent again.
+REDELIVER_S = 0.05
+#: Functions that Python calls from C where an exception is printed and dropped: the
+#: at-fork hooks of :mod:`logging` (which hold its module lock across a fork) and finalisers.
+_HOOKS = {"_acquireLock", "_releaseLock", "_after_at_fork_child_reinit_locks", "__del__"}
+
+
+def _swallowed_here(frame) -> bool:
+    """Whether an exception raised in ``frame`` (or a caller) would be dropped by Python."""
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name in _HOOKS and (code.co_name == "__del__"
+                                       or os.sep + "logging" + os.sep in code.co_filename):
+            return True
+        frame = frame.f_back
+    return False
 
 
 @contextlib.contextmanager
@@ -39,7 +58,14 @@ def stop_on_signals(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) 
         return
     previous = {s: signal.getsignal(s) for s in signals}
 
-    def handler(signum, frame):  # noqa: ARG001
+    def handler(signum, frame):
+        if _swallowed_here(frame):
+            # Raised here the exception would be printed and dropped, and the run would go
+            # on with the signals ignored (seen: SIGTERM during a fork, in logging's at-fork
+            # hook, which also kept its lock and hung the next log call). Deliver it again
+            # once the hook has returned.
+            threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signum)).start()
+            return
         # Later signals during the clean-up are ignored, so that it can finish.
         for s in signals:
             signal.signal(s, signal.SIG_IGN)

@@ -170,10 +170,12 @@ def check_copula_convergence(idata: az.InferenceData, categorical_margins: str =
     if worst > RHAT_WARN:
         label = table.index[int(np.nanargmax(rhat))]
         n_bad = int(np.sum(rhat > RHAT_WARN))
+        ext = int(idata.posterior.attrs.get("extensions", 0))
+        after = f" after {ext} extension(s) of the chains" if ext else ""
         warnings.warn(
             f"Largest R-hat of the quantities synthesis uses is {worst:.3f} ({label}), above "
             f"{RHAT_WARN}; {n_bad} of {len(rhat)} quantities exceed it: the chains have not "
-            "converged. Increase tune and draws (see "
+            f"converged{after}. Increase tune and draws (see "
             "bayesynth.evaluation.synthesis_diagnostics).",
             RuntimeWarning,
             stacklevel=stacklevel,
