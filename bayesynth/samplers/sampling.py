@@ -50,8 +50,6 @@ RHAT_WARN_LATENT_CLASS = 1.05
 #: further apart, two extensions of ``draws`` do not bring them within RHAT_WARN (see
 #: ``max_extensions`` of :func:`sample`) and would only multiply the run time.
 EXTEND_RHAT_MAX = 1.1
-#: An extension adds at most this many times ``draws`` kept draws.
-MAX_EXTENSION_FACTOR = 4
 #: Convergence tables already computed, per posterior object (the extension loop's last
 #: judgement is the final check's).
 _TABLES: dict[int, tuple[str, pd.DataFrame]] = {}
@@ -323,16 +321,18 @@ def sample(
         chains further apart need a longer run than two extensions give), continue every
         chain from its final state (all latent values included) for ``max(100, tune // 5)``
         re-tuning iterations (the adaptive steps start their adaptation afresh; these draws
-        are discarded), then keep more draws, appended to the chains' kept draws: as many as
-        would bring the largest R-hat to :data:`RHAT_WARN` if ``R-hat - 1`` falls as one over
-        the number of draws (``kept * ((R-hat - 1) / 0.01 - 1)``), at least ``draws`` and at
-        most ``4 * draws`` (:data:`MAX_EXTENSION_FACTOR`); repeat at most ``max_extensions``
-        times, stopping as soon as the check passes. Below that R-hat the chains are close
-        and short of effective draws rather than of warm-up, so every kept draw stays (a
-        drift left in them keeps the rank-normalised split R-hat high). Each extension is
-        logged; the posterior's ``extensions`` attribute counts them. The extensions' seeds
-        derive from ``random_seed``, so a seeded run repeats. The check itself is not
-        changed: a run still unconverged after the last extension warns as without them.
+        are discarded), then ``draws`` more kept draws, appended to the chains' kept draws;
+        repeat at most ``max_extensions`` times, stopping as soon as the check passes. Below
+        that R-hat the chains are close and short of effective draws rather than of warm-up,
+        so every kept draw stays (a drift left in them keeps the rank-normalised split R-hat
+        high). A fixed length, not one predicted from R-hat: on CE an extension sized to bring
+        R-hat from 1.043 to 1.01 (3,260 draws, if ``R-hat - 1`` fell as one over the draws)
+        gave 1.049, so a prediction would only multiply the run time where the chains drift
+        (``benchmarks/README.md``). Each extension is logged; the posterior's ``extensions``
+        attribute counts them and its ``draw`` size is ``draws * (1 + extensions)``. The
+        extensions' seeds derive from ``random_seed``, so a seeded run repeats. The check
+        itself is not changed: a run still unconverged after the last extension warns as
+        without them.
     **kwargs
         Passed to :func:`pymc.sample`.
 
@@ -430,7 +430,7 @@ def sample(
                 break
             retune = _retune(tune)
             kept = int(idata.posterior.sizes["draw"])
-            more = _more_draws(kept, worst, draws)
+            more = draws
             _log.warning(
                 "Largest R-hat of the quantities synthesis uses is %.3f after %d draws per "
                 "chain; continuing each chain from where it ended for %d iterations (%d to "
@@ -491,18 +491,6 @@ def _annotate(idata: az.InferenceData, model: pm.Model, copula: bool, spec: Any)
     declared = _declared(idata, spec)
     if declared:  # read by bayesynth.evaluation.diagnose
         idata.posterior.attrs["identified_vars"] = ",".join(declared)
-
-
-def _more_draws(kept: int, worst: float, draws: int) -> int:
-    """Return the kept draws an extension adds.
-
-    Enough for the largest R-hat to reach :data:`RHAT_WARN` if ``R-hat - 1`` falls as one
-    over the number of draws (as it does for chains that are stationary but short of
-    effective draws: ``R-hat**2 - 1`` is about the variance of a chain's mean over the
-    variance of a draw), at least ``draws`` and at most ``MAX_EXTENSION_FACTOR * draws``.
-    """
-    need = int(np.ceil(kept * ((worst - 1.0) / (RHAT_WARN - 1.0) - 1.0)))
-    return int(min(max(need, draws), MAX_EXTENSION_FACTOR * draws))
 
 
 def _retune(tune: int) -> int:
