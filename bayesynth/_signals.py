@@ -27,7 +27,8 @@ __all__ = ["RunStopped", "stop_on_signals"]
 REDELIVER_S = 0.05
 #: Functions that Python calls from C where an exception is printed and dropped: the
 #: at-fork hooks of :mod:`logging` (which hold its module lock across a fork) and finalisers.
-_HOOKS = {"_acquireLock", "_releaseLock", "_after_at_fork_child_reinit_locks", "__del__"}
+_HOOKS = {"_acquireLock", "_releaseLock", "_after_at_fork_child_reinit_locks",
+          "_prepareFork", "_afterFork", "__del__"}  # the latter two: Python 3.13's names
 
 
 def _swallowed_here(frame) -> bool:

@@ -15,7 +15,6 @@ import arviz as az
 import numpy as np
 import pandas as pd
 import pymc as pm
-import pytensor.tensor as pt
 import xarray as xr
 from pymc.model import modelcontext
 from threadpoolctl import threadpool_limits
@@ -52,7 +51,7 @@ RHAT_WARN_LATENT_CLASS = 1.05
 EXTEND_RHAT_MAX = 1.1
 #: Convergence tables already computed, per posterior object (the extension loop's last
 #: judgement is the final check's).
-_TABLES: dict[int, tuple[str, pd.DataFrame]] = {}
+_TABLES: dict[int, tuple[str, Any, pd.DataFrame]] = {}
 
 
 def assign_copula_steps(
@@ -360,10 +359,11 @@ def sample(
     from bayesynth.models.copula_quantities import check_categorical_margins
 
     check_categorical_margins(categorical_margins)  # before sampling, not after
-    if isinstance(max_extensions, bool) or int(max_extensions) != max_extensions \
-            or max_extensions < 0:
+    if (isinstance(max_extensions, bool) or not isinstance(max_extensions, int | np.integer)
+            or max_extensions < 0):
         raise InvalidParameterError(f"max_extensions must be an integer >= 0; got "
                                     f"{max_extensions!r}.", column="max_extensions")
+    max_extensions = int(max_extensions)
     model = modelcontext(model)
     copula = False
     found: list[Any] = steps(model, random_seed=random_seed, collapse_levels=collapse_levels,
@@ -511,32 +511,33 @@ def _extension_seed(random_seed: Any, ext: int, chains: int) -> Any:
 
 
 def _constrained_point(model: pm.Model, point: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Turn a sampler state (value variables, transformed) into initial values of the RVs."""
-    out = {}
-    by_name = {v.name: v for v in model.value_vars}
-    for name, val in point.items():
-        rv = model.values_to_rvs[by_name[name]]
-        transform = model.rvs_to_transforms.get(rv)
-        if transform is None:
-            out[rv.name] = np.array(val, copy=True)
-        else:
-            out[rv.name] = np.asarray(
-                transform.backward(pt.as_tensor(np.asarray(val)), *rv.owner.inputs).eval())
-    return out
+    """Turn a sampler state (value variables, transformed) into initial values of the RVs.
+
+    The back-transforms are evaluated at the state itself, so a transform whose bounds depend
+    on another variable uses that variable's value in the state, not a draw from its prior.
+    """
+    names = {model.values_to_rvs[v].name for v in model.value_vars}
+    outs = [v for v in model.unobserved_value_vars if v.name in names]
+    fn = model.compile_fn(outs, inputs=model.value_vars, on_unused_input="ignore",
+                          point_fn=True)
+    return {v.name: np.array(val, copy=True) for v, val in zip(outs, fn(point))}
 
 
 def _joined(runs: list[az.InferenceData]) -> az.InferenceData:
     """Join the kept draws of consecutive runs of the same chains, in order."""
     groups = {}
-    for group in ("posterior", "sample_stats"):
-        if group not in runs[0].groups():
+    for group in runs[0].groups():
+        if "warmup" in group:  # each run's own re-tuning: not one chain's warm-up
             continue
         parts = [getattr(r, group) for r in runs]
+        if "draw" not in parts[0].dims:
+            groups[group] = parts[-1]
+            continue
         joined = xr.concat(parts, dim="draw", combine_attrs="override")
         groups[group] = joined.assign_coords(draw=np.arange(joined.sizes["draw"]))
-    for group in runs[-1].groups():
-        if group not in groups and "warmup" not in group:
-            groups[group] = getattr(runs[-1], group)
+    times = [r.posterior.attrs.get("sampling_time") for r in runs]
+    if all(t is not None for t in times):
+        groups["posterior"].attrs["sampling_time"] = float(sum(times))
     return az.InferenceData(**groups)
 
 
@@ -549,13 +550,13 @@ def _judged(idata: az.InferenceData, categorical_margins: str) -> pd.DataFrame |
             or post.sizes.get("draw", 0) < 4):
         return None
     hit = _TABLES.get(id(idata))
-    if hit is not None and hit[0] == categorical_margins:
-        return hit[1]
+    if hit is not None and hit[0] == categorical_margins and hit[1] is post:
+        return hit[2].copy()
     table, _ = synthesis_quantity_table(idata, categorical_margins=categorical_margins)
     if id(idata) not in _TABLES:  # forget the table with the posterior (InferenceData is
         weakref.finalize(idata, _TABLES.pop, id(idata), None)  # not hashable)
-    _TABLES[id(idata)] = (categorical_margins, table)
-    return table
+    _TABLES[id(idata)] = (categorical_margins, post, table)
+    return table.copy()
 
 
 def _worst_rhat(table: pd.DataFrame | None) -> float | None:

@@ -117,7 +117,7 @@ def test_extension_seeds_derive_from_the_run_seed():
     assert len(sampling._extension_seed([1, 2], 1, 2)) == 2
 
 
-@pytest.mark.parametrize("bad", [-1, 1.5, True])
+@pytest.mark.parametrize("bad", [-1, 1.5, 2.0, True, None])
 def test_bad_max_extensions_is_refused_before_sampling(bad):
     with pytest.raises(InvalidParameterError, match="max_extensions"):
         bs.sample(_small_copula(), draws=5, tune=5, max_extensions=bad, progressbar=False)
