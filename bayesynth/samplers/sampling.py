@@ -158,13 +158,9 @@ def check_copula_convergence(idata: az.InferenceData, categorical_margins: str =
         how many exceed it.
     """
     table = _judged(idata, categorical_margins)
-    if table is None:
-        return None
-    rhat = table["r_hat"].to_numpy(dtype=float)
-    if not np.isfinite(rhat).any():
-        return table
-    worst = float(np.nanmax(rhat))
-    if worst > RHAT_WARN:
+    worst = _worst_rhat(table)
+    if worst is not None and worst > RHAT_WARN:
+        rhat = table["r_hat"].to_numpy(dtype=float)
         label = table.index[int(np.nanargmax(rhat))]
         n_bad = int(np.sum(rhat > RHAT_WARN))
         ext = int(idata.posterior.attrs.get("extensions", 0))
@@ -429,18 +425,18 @@ def sample(
             if worst is None or worst <= RHAT_WARN or worst > EXTEND_RHAT_MAX:
                 break
             retune = _retune(tune)
-            kept = int(idata.posterior.sizes["draw"])
-            more = draws
             _log.warning(
                 "Largest R-hat of the quantities synthesis uses is %.3f after %d draws per "
                 "chain; continuing each chain from where it ended for %d iterations (%d to "
                 "re-tune the adaptive steps, then %d more kept draws; extension %d of %d).",
-                worst, kept, retune + more, retune, more, ext, max_extensions)
-            kwargs["initvals"] = [_constrained_point(model, last[c]) for c in range(chains)]
+                worst, idata.posterior.sizes["draw"], retune + draws, retune, draws, ext,
+                max_extensions)
+            constrained = _constrained_point_fn(model)
+            kwargs["initvals"] = [constrained(last[c]) for c in range(chains)]
             fresh = steps(model, random_seed=random_seed, collapse_levels=collapse_levels)
             fresh.extend(extra)
             with limit:
-                runs.append(_run_pymc(model, more, retune, chains, fresh,
+                runs.append(_run_pymc(model, draws, retune, chains, fresh,
                                       _extension_seed(random_seed, ext, chains), names,
                                       progressbar, kwargs))
             idata = _joined(runs)
@@ -510,17 +506,22 @@ def _extension_seed(random_seed: Any, ext: int, chains: int) -> Any:
     return [int(s) for s in state]
 
 
-def _constrained_point(model: pm.Model, point: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Turn a sampler state (value variables, transformed) into initial values of the RVs.
+def _constrained_point_fn(model: pm.Model):
+    """Return a function turning a sampler state (value variables) into the RVs' initial values.
 
     The back-transforms are evaluated at the state itself, so a transform whose bounds depend
     on another variable uses that variable's value in the state, not a draw from its prior.
+    Compiled once, applied to every chain's state.
     """
     names = {model.values_to_rvs[v].name for v in model.value_vars}
     outs = [v for v in model.unobserved_value_vars if v.name in names]
     fn = model.compile_fn(outs, inputs=model.value_vars, on_unused_input="ignore",
                           point_fn=True)
-    return {v.name: np.array(val, copy=True) for v, val in zip(outs, fn(point))}
+
+    def constrained(point: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {v.name: np.array(val, copy=True) for v, val in zip(outs, fn(point))}
+
+    return constrained
 
 
 def _joined(runs: list[az.InferenceData]) -> az.InferenceData:
@@ -560,6 +561,7 @@ def _judged(idata: az.InferenceData, categorical_margins: str) -> pd.DataFrame |
 
 
 def _worst_rhat(table: pd.DataFrame | None) -> float | None:
+    """Return the largest finite R-hat of a convergence table, or None where there is none."""
     if table is None:
         return None
     rhat = table["r_hat"].to_numpy(dtype=float)
