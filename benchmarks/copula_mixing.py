@@ -21,6 +21,7 @@ Usage::
     python benchmarks/copula_mixing.py                       # demo table, default settings
     python benchmarks/copula_mixing.py --data sd2011 --cores 1
     python benchmarks/copula_mixing.py --likelihood rpl --n-factors 25   # the paper's setting
+    python benchmarks/copula_mixing.py --data ce --add UtilityTransportLocationMove
 
 BLAS is pinned to one thread (bayesynth.sample does so while sampling).
 """
@@ -78,6 +79,10 @@ def main(argv=None) -> None:
     ap.add_argument("--drop", default="",
                     help="comma-separated copula steps to leave out (ablation), e.g. "
                          "RotationMove,MarginalLoadingsHMC")
+    ap.add_argument("--add", default="",
+                    help="comma-separated optional copula steps to add to the sweep, after "
+                         "the transport scale move (bayesynth.samplers.OPTIONAL_COPULA_STEPS), "
+                         "e.g. UtilityTransportLocationMove")
     ap.add_argument("--eta-in-rows", choices=("on", "off"), default="on",
                     help="integrate the factor scores out of the rare levels' row move")
     ap.add_argument("--row-budget", type=float, default=None,
@@ -99,6 +104,19 @@ def main(argv=None) -> None:
             raise SystemExit(f"unknown steps {sorted(drop - known)}; known: {sorted(known)}")
         sampling_mod.COPULA_STEPS = tuple(c for c in sampling_mod.COPULA_STEPS
                                           if c.__name__ not in drop)
+    if args.add:
+        import bayesynth.samplers.sampling as sampling_mod
+        from bayesynth.samplers.steps import OPTIONAL_COPULA_STEPS, UtilityTransportScaleMove
+
+        known = {c.__name__: c for c in OPTIONAL_COPULA_STEPS}
+        add = [a.strip() for a in args.add.split(",") if a.strip()]
+        if set(add) - set(known):
+            raise SystemExit(f"unknown optional steps {sorted(set(add) - set(known))}; "
+                             f"known: {sorted(known)}")
+        sweep = list(sampling_mod.COPULA_STEPS)
+        at = sweep.index(UtilityTransportScaleMove) + 1 if UtilityTransportScaleMove in sweep \
+            else len(sweep)
+        sampling_mod.COPULA_STEPS = tuple(sweep[:at] + [known[a] for a in add] + sweep[at:])
     from bayesynth.samplers.steps import InterceptGibbs
 
     InterceptGibbs.integrate_eta = args.eta_in_rows == "on"

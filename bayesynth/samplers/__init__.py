@@ -17,6 +17,7 @@ from bayesynth.samplers.sampling import (
 )
 from bayesynth.samplers.steps import (
     COPULA_STEPS,
+    OPTIONAL_COPULA_STEPS,
     CopulaGibbsStep,
     FactorScoresGibbs,
     InterceptGibbs,
@@ -40,6 +41,7 @@ __all__ = [
     "kernels",
     "truncnorm",
     "COPULA_STEPS",
+    "OPTIONAL_COPULA_STEPS",
     "CopulaGibbsStep",
     "LatentGibbs",
     "FactorScoresGibbs",

@@ -1327,6 +1327,105 @@ def draw_utility_scale_transport(
     return out, accepted
 
 
+def draw_utility_location_transport(
+    rng: np.random.Generator,
+    z: np.ndarray,
+    alpha_full: np.ndarray,
+    Lambda: np.ndarray,
+    eta: np.ndarray,
+    layout: LatentLayout,
+    alpha_mu: np.ndarray,
+    alpha_sd: np.ndarray,
+    steps: np.ndarray,
+    groups: Sequence[tuple[int, np.ndarray | None]] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Shift multinomial-probit intercepts, the block's utilities transported.
+
+    A categorical variable's utilities of a level are bounded by the utility of the record's
+    observed level (below it when another level wins, above the others when it wins), so
+    with the utilities held, each column's intercept moves by O(1/sqrt(n)) an iteration
+    whatever its posterior spread: updating a column with its own utilities integrated out
+    (:func:`draw_alpha_collapsed`) still holds the other columns' utilities, and on CE's marital
+    status and housing tenure (four utility columns each) the intercepts had bulk ESS 7-12 of
+    2,000 draws. Here the proposal is
+
+        alpha_S -> alpha_S + d,  d ~ N(0, step^2)  (one shift for the columns S of the group),
+        z_.B -> T_d(z_.B)  (:func:`utility_transport`: every utility of the block carried by
+                            its conditional CDF given the bound it has, the winner first),
+
+    accepted with probability min(1, r), r = prior(alpha_S + d) / prior(alpha_S) times the
+    product of the transport's mass ratios (the joint density of the utilities times the
+    Jacobian of T_d; the shift of the parameters has Jacobian 1 and d, -d are equally
+    likely; T_-d at the new means inverts T_d). The move is an exact Metropolis-Hastings
+    step of the full conditional of (alpha_S, z_.B); the ratio is close to the ratio of the
+    likelihoods with the utilities integrated out, so the shift travels on the scale of the
+    posterior.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Random generator.
+    z : numpy.ndarray, shape (n, p*)
+        Latent data; the utilities of accepted groups' blocks are replaced in place.
+    alpha_full : numpy.ndarray, shape (p*,)
+        Intercepts (zero outside the categorical columns; not modified).
+    Lambda : numpy.ndarray, shape (p*, k)
+        Loadings.
+    eta : numpy.ndarray, shape (n, k)
+        Factor scores.
+    layout : LatentLayout
+        Which columns form each multinomial-probit block and each record's level.
+    alpha_mu, alpha_sd : numpy.ndarray, shape (p*,)
+        Normal prior of each categorical column's intercept.
+    steps : numpy.ndarray, shape (number of groups,)
+        Sd of the shift d per group.
+    groups : sequence of (int, array_like or None), optional
+        The moves, in turn: (block, positions of the block's columns to shift, None for all).
+        Default: each whole block once.
+
+    Returns
+    -------
+    alpha : numpy.ndarray, shape (p*,)
+        The new intercepts.
+    accepted : numpy.ndarray of bool, shape (number of groups,)
+        Whether each group's proposal was accepted.
+
+    References
+    ----------
+    Liu, J. S. and Sabatti, C. (2000). Generalised Gibbs sampler and multigrid Monte Carlo for
+    Bayesian computation. *Biometrika*, 87(2), 353-369.
+    """
+    n_blocks = len(layout.k_mnp_off) - 1
+    if groups is None:
+        groups = [(b, None) for b in range(n_blocks)]
+    alpha = np.array(alpha_full, dtype=np.float64, copy=True)
+    accepted = np.zeros(len(groups), dtype=bool)
+    means: dict[int, np.ndarray] = {}
+    for g, (b, local) in enumerate(groups):
+        cols = layout.k_mnp_cols[layout.k_mnp_off[b]:layout.k_mnp_off[b + 1]]
+        shift = np.zeros(len(cols), dtype=bool)
+        shift[slice(None) if local is None else local] = True
+        moved = cols[shift]
+        d = steps[g] * rng.standard_normal()
+        mu0, s0 = alpha_mu[moved], alpha_sd[moved]
+        a = alpha[moved]
+        log_r = -0.5 * float(np.sum(((a + d - mu0) ** 2 - (a - mu0) ** 2) / s0**2))
+        if b not in means:
+            means[b] = np.ascontiguousarray(alpha[cols] + eta @ Lambda[cols].T)
+        M = means[b]
+        M2 = M.copy()
+        M2[:, shift] += d
+        U = np.ascontiguousarray(z[:, cols])
+        U2 = U.copy()
+        log_w = _transport_block(U, M, M2, layout.k_mnp_codes[b], shift, U2)
+        if math.log(rng.uniform()) < log_r + log_w:
+            z[:, cols] = U2
+            alpha[moved] += d
+            means[b] = M2
+            accepted[g] = True
+    return alpha, accepted
+
+
 @numba.njit(cache=True)
 def _collapsed_log_target(a, kind, bound, m, inv_sd, mu0, prec0):  # pragma: no cover
     """Return log prior(a) + sum_i log P(z_i in its bounds | a): one-sided normal probabilities."""

@@ -852,6 +852,63 @@ def test_utility_transport_keeps_every_record_in_its_level_and_inverts(rng):
 
 
 @pytest.mark.parametrize("local", [None, [1]], ids=["block", "one column"])
+def test_utility_location_transport_samples_the_line_density(rng, local):
+    """The intercept shift with utilities transported, alternated with the Gibbs sweep of the
+    utilities, on a three-level multinomial probit with its loadings fixed: the shift s of
+    the moved columns' intercepts must follow prior(alpha0 + s) prod_i P(y_i | M0_i + s)
+    (Jacobian 1), with the probabilities computed by quadrature (no formula shared with the
+    kernel)."""
+    from bayesynth.models.layout import CategoricalBlock, mnp_levels
+
+    n, m, k = 30, 2, 1
+    eta = rng.normal(size=(n, k))
+    alpha0 = np.array([0.4, -0.6])
+    Lam0 = np.array([[1.2], [-0.8]])
+    M0 = alpha0 + eta @ Lam0.T
+    util = M0 + rng.normal(size=(n, m))
+    y = mnp_levels(util)
+    y[:3] = -2  # three missing values
+    block = CategoricalBlock("g", np.array([0, 1]), ("r", "a", "b"),
+                             np.where(y >= -1, y + 1, -1), "mnp", 0)
+    lay = LatentLayout._with_kernel_arrays(n, ["g[a]", "g[b]"], [block], [])
+    a_mu, a_sd = np.array([1.0, 0.0]), np.array([0.4, 0.5])  # a prior the data must weigh
+    sel = np.zeros(m, dtype=bool)
+    sel[slice(None) if local is None else local] = True
+    j0 = int(np.flatnonzero(sel)[0])
+
+    def log_line(s):
+        d = np.where(sel, s, 0.0)
+        out = stats.norm.logpdf(alpha0 + d, a_mu, a_sd).sum()
+        return out + sum(np.log(_mnp_probability(M0[i] + d, y[i])) for i in range(n)
+                         if y[i] > -2)
+
+    grid = np.linspace(-5.0, 5.0, 1001)
+    logd = np.array([log_line(s) for s in grid])
+    w = np.exp(logd - logd.max())
+    assert w[0] < 1e-8 and w[-1] < 1e-8  # the grid covers the density
+    w /= w.sum()
+    mean = (grid * w).sum()
+    sdv = np.sqrt(((grid - mean) ** 2 * w).sum())
+
+    z = np.asfortranarray(util)
+    alpha = alpha0.copy()
+    T = 20_000
+    shift = np.empty(T)
+    for t in range(T):
+        K.draw_z(rng, z, K.factor_mean(alpha, Lam0, eta), np.ones(m), lay, out=z)
+        alpha, _ = K.draw_utility_location_transport(rng, z, alpha, Lam0, eta, lay, a_mu, a_sd,
+                                                     np.array([0.8]), groups=[(0, local)])
+        shift[t] = alpha[j0] - alpha0[j0]
+    np.testing.assert_allclose(alpha - alpha0, np.where(sel, shift[-1], 0.0), atol=1e-12)
+    assert lay.bounds_satisfied(z)
+    draws = shift[1000:]
+    ess = float(az.ess(draws[None, :]))
+    assert ess > 1000, ess
+    assert abs(draws.mean() - mean) < 4.5 * sdv / np.sqrt(ess), (draws.mean(), mean, ess)
+    assert abs(draws.std() - sdv) < 4.5 * sdv / np.sqrt(2 * ess), (draws.std(), sdv)
+
+
+@pytest.mark.parametrize("local", [None, [1]], ids=["block", "one column"])
 def test_utility_scale_transport_samples_the_orbit_density(rng, local):
     """The scale move with utilities transported, alternated with the Gibbs sweep of the
     utilities, on one direction (alpha0, Lambda0) of a three-level multinomial probit: log c of

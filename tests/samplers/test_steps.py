@@ -292,6 +292,39 @@ def test_score_translation_move_shifts_scores_and_keeps_every_likelihood_mean():
     np.testing.assert_array_equal(new["z"][:, fixed], point["z"][:, fixed])
 
 
+def test_location_transport_step_is_optional_and_moves_only_categorical_intercepts():
+    """UtilityTransportLocationMove is not in the default sweep; run as a step it writes the
+    kernel's intercepts, keeps every record in its level and leaves the other columns' latent
+    values alone."""
+    from bayesynth.samplers import OPTIONAL_COPULA_STEPS
+    from bayesynth.samplers.kernels import draw_utility_location_transport
+    from bayesynth.samplers.steps import UtilityTransportLocationMove, copula_structure
+
+    assert UtilityTransportLocationMove in OPTIONAL_COPULA_STEPS
+    assert UtilityTransportLocationMove not in COPULA_STEPS
+    df = bs.datasets.simulate_child_health(n=80, random_seed=5)[
+        ["m_race", "m_educ", "male", "read", "mage"]]
+    model = bs.models.rank_probit_copula(df, n_factors=2)
+    s = copula_structure(model)
+    lay = s.layout
+    point = model.initial_point()
+    step = UtilityTransportLocationMove(model=model, rng=np.random.default_rng(3))
+    # each block whole, then each column of a block with several
+    sizes = np.diff(lay.k_mnp_off)
+    assert len(step._groups) == sum(1 + (m if m > 1 else 0) for m in sizes)
+    new, stats = step.step(dict(point))
+    want, acc = draw_utility_location_transport(
+        np.random.default_rng(3), np.array(point["z"], order="F"), s.alpha_full(point),
+        s.value(point, "Lambda"), s.value(point, "eta"), lay, np.zeros(s.p), np.ones(s.p),
+        np.full(len(step._groups), 0.1), step._groups)
+    assert acc.any()
+    np.testing.assert_allclose(s.alpha_full(new), want, atol=1e-12)
+    assert lay.bounds_satisfied(new["z"])
+    other = np.setdiff1d(np.arange(s.p), lay.k_mnp_cols)
+    np.testing.assert_array_equal(new["z"][:, other], point["z"][:, other])
+    assert 0.0 <= stats[0]["accept_utility_location"] <= 1.0
+
+
 @pytest.mark.parametrize("afford", [0, 1, 2, None])
 def test_intercept_step_updates_every_categorical_column_once(model, monkeypatch, afford):
     """InterceptGibbs gives each categorical column exactly one of its two exact moves: the

@@ -186,7 +186,8 @@ def test_every_move_together_samples_the_prior_without_data(rng):
     kernel bayesynth runs (z, factor scores, loadings with phi integrated out, shrinkage,
     precisions, collapsed intercepts and categorical rows (with and without the factor scores
     integrated out), column, utility (latent values kept, and transported) and factor scale
-    moves, translations of rank columns and of the factor scores, factor rotations and the
+    moves, intercept shifts with the utilities transported, translations of rank columns and
+    of the factor scores, factor rotations and the
     Hamiltonian move of loadings and precisions, with its mass from the shrinkage) must
     reproduce the prior of every parameter. A wrong
     Jacobian or Haar factor in any move shifts the scale parameters it acts on."""
@@ -261,6 +262,10 @@ def test_every_move_together_samples_the_prior_without_data(rng):
         alpha = alpha * cs
         Lam = Lam * cs[:, None]
         pp = phi * tau[None, :]
+        # the step's groups: each block, then each column of a block with several
+        alpha, _ = K.draw_utility_location_transport(
+            rng, z, alpha, Lam, eta, lay, a_mu, a_sd, np.full(4, 0.9),
+            groups=[(0, None), (0, np.array([0])), (0, np.array([1])), (1, None)])
         b = K.draw_translation(rng, z, K.factor_mean(alpha, Lam, eta), sd, lay.rank_columns)
         z[:, lay.rank_columns] += b
         d = K.draw_score_translation(rng, z, alpha, Lam, eta, sd, lay, a_mu, a_sd)
