@@ -1346,8 +1346,8 @@ def draw_utility_location_transport(
     with the utilities held, each column's intercept moves by O(1/sqrt(n)) an iteration
     whatever its posterior spread: updating a column with its own utilities integrated out
     (:func:`draw_alpha_collapsed`) still holds the other columns' utilities, and on CE's marital
-    status and housing tenure (four utility columns each) the intercepts had bulk ESS 7-12 of
-    2,000 draws. Here the proposal is
+    status (four utility columns) the intercepts had bulk ESS 7-28 of 2,000 draws. Here the
+    proposal is
 
         alpha_S -> alpha_S + d,  d ~ N(0, step^2)  (one shift for the columns S of the group),
         z_.B -> T_d(z_.B)  (:func:`utility_transport`: every utility of the block carried by

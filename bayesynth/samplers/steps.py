@@ -1032,17 +1032,17 @@ class UtilityTransportLocationMove(CopulaGibbsStep):
     utility of the block along by its conditional CDF
     (:func:`~bayesynth.samplers.kernels.draw_utility_location_transport`), so that the
     utilities of the other levels do not pin the intercepts as they do in the Gibbs and
-    collapsed updates. On CE, marital status's and housing tenure's intercepts had bulk ESS
-    7-12 of 2,000 draws without it. The sd of each shift is adapted during tuning by dual
+    collapsed updates. On CE, marital status's intercepts had bulk ESS 7-28 of 2,000 draws
+    without it. The sd of each shift is adapted during tuning by dual
     averaging towards an acceptance rate of ``target_accept`` and frozen when tuning stops.
     Needs a normal prior on ``alpha``.
 
     Not in the default sweep (:data:`COPULA_STEPS`; it is in :data:`OPTIONAL_COPULA_STEPS`):
-    measured on 2026-12-02 it did not pay for its time. On CE the intercepts' ESS stayed at
-    10-42 (tuned shifts 0.04-0.28 against posterior sds of 0.12-0.65): what is slow there is
-    each utility column's intercept and loadings together (their scale), not the intercept
-    given the loadings. On the demo table it cost 6% more time for no gain (minimum bulk ESS
-    of what synthesis reads 658 with it, 716 without, one run each).
+    measured on 2026-12-02 it did not pay for its time. On CE marital status's intercepts had
+    ESS 12-28 with it (tuned shifts 0.06-0.12 against posterior sds of 0.12-0.65): what is
+    slow there is each utility column's intercept and loadings together (their scale), not
+    the intercept given the loadings. On the demo table it cost 6% more time for no gain
+    (minimum bulk ESS of what synthesis reads 658 with it, 716 without, one run each).
     """
 
     name = "utility_transport_location_move"
