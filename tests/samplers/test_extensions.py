@@ -121,3 +121,30 @@ def test_extension_seeds_derive_from_the_run_seed():
 def test_bad_max_extensions_is_refused_before_sampling(bad):
     with pytest.raises(InvalidParameterError, match="max_extensions"):
         bs.sample(_small_copula(), draws=5, tune=5, max_extensions=bad, progressbar=False)
+
+
+def test_an_extension_starts_at_the_state_when_a_bound_depends_on_another_variable(monkeypatch):
+    """A prior whose support depends on another variable (b ~ Uniform(0, a)): the initial
+    values of the extension, mapped back by PyMC's initial-point function, are the chain's
+    final state, both variables included (their back-transforms read a at the state)."""
+    model = _small_copula()
+    with model:
+        a = pm.HalfNormal("a_extra", 1.0)
+        pm.Uniform("b_extra", 0.0, a)
+    monkeypatch.setattr(sampling, "RHAT_WARN", 0.0)
+    monkeypatch.setattr(sampling, "EXTEND_RHAT_MAX", np.inf)
+    rec = _Recorder(monkeypatch)
+    ends: dict[int, list[dict]] = {0: [], 1: []}
+
+    def callback(trace, draw):
+        ends[draw.chain].append(draw.point)
+
+    _run(model, 5, max_extensions=1, callback=callback)
+    assert len(rec.calls) == 2
+    for chain, init in enumerate(rec.calls[1]["initvals"]):
+        last = ends[chain][39]
+        assert 0.0 < init["b_extra"] < init["a_extra"]
+        start = pm.initial_point.make_initial_point_fn(
+            model=model, overrides=init, jitter_rvs=set(), return_transformed=True)(0)
+        for name in ("a_extra_log__", "b_extra_interval__"):
+            np.testing.assert_allclose(start[name], last[name], rtol=1e-12, err_msg=name)
