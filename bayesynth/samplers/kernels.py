@@ -1201,6 +1201,18 @@ def utility_transport(
     return U2, logw
 
 
+def _block_group(layout: LatentLayout, b: int,
+                 local: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Return block b's latent columns and the mask of those a group moves.
+
+    ``local`` gives positions within the multinomial-probit block; None moves them all.
+    """
+    cols = layout.k_mnp_cols[layout.k_mnp_off[b]:layout.k_mnp_off[b + 1]]
+    mask = np.zeros(len(cols), dtype=bool)
+    mask[slice(None) if local is None else local] = True
+    return cols, mask
+
+
 def draw_utility_scale_transport(
     rng: np.random.Generator,
     z: np.ndarray,
@@ -1298,9 +1310,7 @@ def draw_utility_scale_transport(
     accepted = np.zeros(len(groups), dtype=bool)
     half = 0.5 * (nu + 1.0)
     for g, (b, local) in enumerate(groups):
-        cols = layout.k_mnp_cols[layout.k_mnp_off[b]:layout.k_mnp_off[b + 1]]
-        scale = np.zeros(len(cols), dtype=bool)
-        scale[slice(None) if local is None else local] = True
+        cols, scale = _block_group(layout, b, local)
         moved = cols[scale]
         log_c = steps[g] * rng.standard_normal()
         c = math.exp(log_c)
@@ -1402,9 +1412,7 @@ def draw_utility_location_transport(
     accepted = np.zeros(len(groups), dtype=bool)
     means: dict[int, np.ndarray] = {}
     for g, (b, local) in enumerate(groups):
-        cols = layout.k_mnp_cols[layout.k_mnp_off[b]:layout.k_mnp_off[b + 1]]
-        shift = np.zeros(len(cols), dtype=bool)
-        shift[slice(None) if local is None else local] = True
+        cols, shift = _block_group(layout, b, local)
         moved = cols[shift]
         d = steps[g] * rng.standard_normal()
         mu0, s0 = alpha_mu[moved], alpha_sd[moved]

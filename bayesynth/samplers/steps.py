@@ -291,6 +291,21 @@ def _has_mnp_blocks(layout: LatentLayout) -> bool:
     return len(layout.k_mnp_off) > 1
 
 
+def _mnp_groups(layout: LatentLayout, per_column: bool) -> list[tuple[int, np.ndarray | None]]:
+    """Return the groups the transport steps move, in turn, as (block, positions).
+
+    Each multinomial-probit block as a whole (positions None), then, with ``per_column``, each
+    column of a block with several.
+    """
+    groups: list[tuple[int, np.ndarray | None]] = []
+    for b in range(len(layout.k_mnp_off) - 1):
+        groups.append((b, None))
+        m = int(layout.k_mnp_off[b + 1] - layout.k_mnp_off[b])
+        if per_column and m > 1:
+            groups.extend((b, np.array([j])) for j in range(m))
+    return groups
+
+
 def _owned_z(z: np.ndarray) -> np.ndarray:
     """Return ``z`` itself when the kernels may update it in place, else a Fortran copy."""
     if z.flags.f_contiguous and z.flags.writeable:
@@ -978,12 +993,7 @@ class UtilityTransportScaleMove(CopulaGibbsStep):
         self._nu = _mgp_nu(model, s, "UtilityTransportScaleMove")
         self._zkey = model.rvs_to_values[model["z"]].name
         # each block as a whole, then (with column_moves) each of its columns
-        self._groups: list[tuple[int, np.ndarray | None]] = []
-        for b in range(self._n_blocks):
-            self._groups.append((b, None))
-            m = int(lay.k_mnp_off[b + 1] - lay.k_mnp_off[b])
-            if self.column_moves and m > 1:
-                self._groups.extend((b, np.array([j])) for j in range(m))
+        self._groups = _mnp_groups(lay, self.column_moves)
         self._adapt = [_dual_average(0.1, self.target_accept) for _ in self._groups]
         self._accept = 1.0
 
@@ -1068,12 +1078,7 @@ class UtilityTransportLocationMove(CopulaGibbsStep):
         self._sd = _compile_point_fn(model, sd)
         self._zkey = model.rvs_to_values[model["z"]].name
         # each block as a whole, then each of its columns when it has several
-        self._groups: list[tuple[int, np.ndarray | None]] = []
-        for b in range(len(lay.k_mnp_off) - 1):
-            self._groups.append((b, None))
-            m = int(lay.k_mnp_off[b + 1] - lay.k_mnp_off[b])
-            if m > 1:
-                self._groups.extend((b, np.array([j])) for j in range(m))
+        self._groups = _mnp_groups(lay, True)
         self._adapt = [_dual_average(0.1, self.target_accept) for _ in self._groups]
         self._accept = 1.0
 
