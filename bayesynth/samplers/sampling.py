@@ -266,8 +266,9 @@ def sample(
     model : pymc.Model, optional
         Taken from the context when omitted.
     draws, tune : int
-        Kept draws and burn-in iterations per chain (Gibbs steps do not adapt; ``tune`` is
-        burn-in).
+        Kept draws and burn-in iterations per chain (``tune`` is burn-in; the adaptive moves,
+        such as the utility transport, rotation and HMC moves, tune their step sizes during
+        it and freeze them afterwards).
     chains : int, default 2
         Number of chains.
     random_seed : int, sequence of int or Generator, optional

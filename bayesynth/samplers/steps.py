@@ -14,10 +14,15 @@ step                                updates                      full conditiona
                                                                  columns integrated out: exact MH)
 :class:`LatentGibbs`                ``z``                        truncated normals (rank likelihood,
                                                                  multinomial probit or rpl)
-:class:`LoadingsGibbs`              ``Lambda``                   multivariate normal per row
+:class:`LoadingsGibbs`              ``Lambda``                   element by element, phi
+                                                                 integrated out (slice; MGP
+                                                                 prior), else normal per row
 :class:`ShrinkageGibbs`             ``phi``, ``delta``           gamma (MGP prior)
 :class:`PrecisionGibbs`             ``prec``                     gamma
-:class:`InterceptGibbs`             ``alpha``                    normal
+:class:`InterceptGibbs`             ``alpha``, ``Lambda``,       categorical intercepts, latent
+                                    ``z``, ``eta``               values integrated out (slice);
+                                                                 rare levels' rows jointly
+                                                                 (exact MH)
 :class:`ColumnScaleMove`            ``z``, ``Lambda``, ``prec``, scale of each free-scale column
                                     ``alpha``                    (exact MH along the orbit)
 :class:`UtilityScaleMove`           ``z``, ``Lambda``, ``alpha`` joint scale of each multinomial-
@@ -29,9 +34,14 @@ step                                updates                      full conditiona
                                                                  probit intercept, its utilities
                                                                  transported (exact MH; not in
                                                                  the default sweep)
-:class:`TranslationMove`            ``z``                        location of each ordered column
+:class:`TranslationMove`            ``z``                        location of each rank-
+                                                                 likelihood column
                                                                  (exact Gibbs, normal)
 :class:`WarpMove`                   ``z``                        monotone warp of ordered columns
+                                                                 with more than two values
+                                                                 (exact generalised Gibbs)
+:class:`ScoreTranslationMove`       ``eta``, ``z``, ``alpha``    common shift of every record's
+                                                                 scores (exact Gibbs, normal)
 :class:`FactorScaleMove`            ``eta``, ``Lambda``          scale of each factor (exact, GIG)
 :class:`RotationMove`               ``Lambda``, ``eta``, ``phi`` rotation of each pair of factors
                                                                  (exact MH, phi integrated out)
@@ -1103,7 +1113,7 @@ class UtilityTransportLocationMove(CopulaGibbsStep):
 
 
 class TranslationMove(CopulaGibbsStep):
-    """Location move of each ordered latent column.
+    """Location move of each rank-likelihood ordered latent column.
 
     z_.j += b_j with b_j drawn exactly from its normal conditional (see
     :func:`bayesynth.samplers.kernels.draw_translation`).
@@ -1129,7 +1139,7 @@ class TranslationMove(CopulaGibbsStep):
 
 
 class WarpMove(CopulaGibbsStep):
-    """Monotone warp of each ordered column with many distinct values.
+    """Monotone warp of each ordered column with more than two values (not fixed ones).
 
     A sinh-arcsinh flow at a random record's value; an exact generalised Gibbs step, see
     :func:`~bayesynth.samplers.kernels.draw_warp`.

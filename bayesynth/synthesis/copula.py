@@ -206,10 +206,11 @@ def draw_latent(
     multinomial probit every draw is some level of each variable (the argmax rule), so in
     ``"model"`` mode nothing is rejected. Under the rank-probit likelihood (``"rpl"``) a draw is
     kept when every block has exactly one positive column; with ``codes`` (``"empirical"``
-    mode) it is kept when every block is at the given level. This is an exact draw from the
-    truncated multivariate normal, jointly with eta. Records still unmatched after
-    ``max_tries`` proposals (combinations the model finds very unlikely) are drawn by a Gibbs
-    sampler over (eta, z_cat) run for ``n_sweeps`` sweeps. The other latent columns follow from
+    mode) it is kept when every block is at the given level. A record drawn this way is an
+    exact draw from the truncated multivariate normal, jointly with eta. Records still
+    unmatched after ``max_tries`` proposals (combinations the model finds very unlikely) are
+    drawn by a Gibbs sampler over (eta, z_cat) run for ``n_sweeps`` sweeps, which is
+    approximate (a finite run from a fixed start). The other latent columns follow from
     their conditional normal given eta.
 
     Parameters
@@ -281,7 +282,8 @@ class CopulaSynthesizer(Synthesizer):
     schema : Schema, optional
         Column types; inferred at :meth:`fit` when omitted.
     n_factors : int, optional
-        Number of factors (default: principal components explaining 95% of variance).
+        Number of factors (default: Horn's parallel analysis on the data plus two; see
+        :func:`bayesynth.models.choose_n_factors`).
     categorical : {"model", "empirical"}, default "model"
         How the combination of categorical levels of a synthetic record is drawn: from the
         fitted model (the default: no combination is copied and no joint count of the real
