@@ -851,6 +851,44 @@ def test_utility_transport_keeps_every_record_in_its_level_and_inverts(rng):
         assert abs(wc - wr) < 1e-9 * max(1.0, abs(wr))
 
 
+def _three_level_probit(rng):
+    """A three-level multinomial probit block of 30 records (three missing), one factor."""
+    from bayesynth.models.layout import CategoricalBlock, mnp_levels
+
+    n, m = 30, 2
+    eta = rng.normal(size=(n, 1))
+    alpha0 = np.array([0.4, -0.6])
+    Lam0 = np.array([[1.2], [-0.8]])
+    M0 = alpha0 + eta @ Lam0.T
+    util = M0 + rng.normal(size=(n, m))
+    y = mnp_levels(util)  # -1 the reference, else the column
+    y[:3] = -2  # three missing values
+    block = CategoricalBlock("g", np.array([0, 1]), ("r", "a", "b"),
+                             np.where(y >= -1, y + 1, -1), "mnp", 0)
+    lay = LatentLayout._with_kernel_arrays(n, ["g[a]", "g[b]"], [block], [])
+    np.testing.assert_array_equal(lay.k_mnp_codes[0], y)
+    return eta, alpha0, Lam0, M0, util, y, lay
+
+
+def _grid_moments(log_density, grid):
+    """Mean and sd of a one-dimensional density known up to a constant, on a grid."""
+    logd = np.array([log_density(s) for s in grid])
+    w = np.exp(logd - logd.max())
+    assert w[0] < 1e-8 and w[-1] < 1e-8  # the grid covers the density
+    w /= w.sum()
+    mean = (grid * w).sum()
+    return mean, np.sqrt(((grid - mean) ** 2 * w).sum())
+
+
+def _assert_draws_match(draws, mean, sdv):
+    """Draws of a chain match a density's mean and sd within 4.5 Monte Carlo standard errors."""
+    ess = float(az.ess(draws[None, :]))
+    assert ess > 1000, ess
+    assert abs(draws.mean() - mean) < 4.5 * sdv / np.sqrt(ess), (draws.mean(), mean, ess)
+    # sd of the sample sd of (nearly) normal draws: sd / sqrt(2 ess)
+    assert abs(draws.std() - sdv) < 4.5 * sdv / np.sqrt(2 * ess), (draws.std(), sdv)
+
+
 @pytest.mark.parametrize("local", [None, [1]], ids=["block", "one column"])
 def test_utility_location_transport_samples_the_line_density(rng, local):
     """The intercept shift with utilities transported, alternated with the Gibbs sweep of the
@@ -858,19 +896,8 @@ def test_utility_location_transport_samples_the_line_density(rng, local):
     the moved columns' intercepts must follow prior(alpha0 + s) prod_i P(y_i | M0_i + s)
     (Jacobian 1), with the probabilities computed by quadrature (no formula shared with the
     kernel)."""
-    from bayesynth.models.layout import CategoricalBlock, mnp_levels
-
-    n, m, k = 30, 2, 1
-    eta = rng.normal(size=(n, k))
-    alpha0 = np.array([0.4, -0.6])
-    Lam0 = np.array([[1.2], [-0.8]])
-    M0 = alpha0 + eta @ Lam0.T
-    util = M0 + rng.normal(size=(n, m))
-    y = mnp_levels(util)
-    y[:3] = -2  # three missing values
-    block = CategoricalBlock("g", np.array([0, 1]), ("r", "a", "b"),
-                             np.where(y >= -1, y + 1, -1), "mnp", 0)
-    lay = LatentLayout._with_kernel_arrays(n, ["g[a]", "g[b]"], [block], [])
+    eta, alpha0, Lam0, M0, util, y, lay = _three_level_probit(rng)
+    n, m = util.shape
     a_mu, a_sd = np.array([1.0, 0.0]), np.array([0.4, 0.5])  # a prior the data must weigh
     sel = np.zeros(m, dtype=bool)
     sel[slice(None) if local is None else local] = True
@@ -882,13 +909,7 @@ def test_utility_location_transport_samples_the_line_density(rng, local):
         return out + sum(np.log(_mnp_probability(M0[i] + d, y[i])) for i in range(n)
                          if y[i] > -2)
 
-    grid = np.linspace(-5.0, 5.0, 1001)
-    logd = np.array([log_line(s) for s in grid])
-    w = np.exp(logd - logd.max())
-    assert w[0] < 1e-8 and w[-1] < 1e-8  # the grid covers the density
-    w /= w.sum()
-    mean = (grid * w).sum()
-    sdv = np.sqrt(((grid - mean) ** 2 * w).sum())
+    mean, sdv = _grid_moments(log_line, np.linspace(-5.0, 5.0, 1001))
 
     z = np.asfortranarray(util)
     alpha = alpha0.copy()
@@ -901,11 +922,7 @@ def test_utility_location_transport_samples_the_line_density(rng, local):
         shift[t] = alpha[j0] - alpha0[j0]
     np.testing.assert_allclose(alpha - alpha0, np.where(sel, shift[-1], 0.0), atol=1e-12)
     assert lay.bounds_satisfied(z)
-    draws = shift[1000:]
-    ess = float(az.ess(draws[None, :]))
-    assert ess > 1000, ess
-    assert abs(draws.mean() - mean) < 4.5 * sdv / np.sqrt(ess), (draws.mean(), mean, ess)
-    assert abs(draws.std() - sdv) < 4.5 * sdv / np.sqrt(2 * ess), (draws.std(), sdv)
+    _assert_draws_match(shift[1000:], mean, sdv)
 
 
 @pytest.mark.parametrize("local", [None, [1]], ids=["block", "one column"])
@@ -916,23 +933,9 @@ def test_utility_scale_transport_samples_the_orbit_density(rng, local):
     prod_i P(y_i | M(c)_i) (the density of the ray, t prior of the loadings with phi integrated
     out), with the probabilities computed by quadrature (no formula shared with the
     kernel)."""
-    from bayesynth.models.layout import CategoricalBlock
-
-    n, m, k = 30, 2, 1
     nu, tau = 3.0, np.array([1.5])
-    eta = rng.normal(size=(n, k))
-    alpha0 = np.array([0.4, -0.6])
-    Lam0 = np.array([[1.2], [-0.8]])
-    M0 = alpha0 + eta @ Lam0.T
-    util = M0 + rng.normal(size=(n, m))
-    from bayesynth.models.layout import mnp_levels
-
-    y = mnp_levels(util)  # -1 the reference, else the column
-    y[:3] = -2  # three missing values
-    block = CategoricalBlock("g", np.array([0, 1]), ("r", "a", "b"),
-                             np.where(y >= -1, y + 1, -1), "mnp", 0)
-    lay = LatentLayout._with_kernel_arrays(n, ["g[a]", "g[b]"], [block], [])
-    np.testing.assert_array_equal(lay.k_mnp_codes[0], y)
+    eta, alpha0, Lam0, M0, util, y, lay = _three_level_probit(rng)
+    (n, m), k = util.shape, eta.shape[1]
     a_mu, a_sd = np.array([0.2, 0.0]), np.array([1.0, 2.0])
 
     sel = np.zeros(m, dtype=bool)
@@ -946,13 +949,7 @@ def test_utility_scale_transport_samples_the_orbit_density(rng, local):
         out += sel.sum() * (k + 1) * s
         return out + sum(np.log(_mnp_probability(c * M0[i], y[i])) for i in range(n) if y[i] > -2)
 
-    grid = np.linspace(-11.0, 2.5, 1351)
-    logd = np.array([log_ray(s) for s in grid])
-    w = np.exp(logd - logd.max())
-    assert w[0] < 1e-8 and w[-1] < 1e-8  # the grid covers the density
-    w /= w.sum()
-    mean = (grid * w).sum()
-    sdv = np.sqrt(((grid - mean) ** 2 * w).sum())
+    mean, sdv = _grid_moments(log_ray, np.linspace(-11.0, 2.5, 1351))
 
     z = np.asfortranarray(util)
     assert lay.bounds_satisfied(z)
@@ -969,9 +966,4 @@ def test_utility_scale_transport_samples_the_orbit_density(rng, local):
     np.testing.assert_allclose(alpha, alpha0 * ratio)
     np.testing.assert_allclose(Lam, Lam0 * ratio[:, None])
     assert lay.bounds_satisfied(z)
-    draws = log_c[1000:]
-    ess = float(az.ess(draws[None, :]))
-    assert ess > 1000, ess
-    assert abs(draws.mean() - mean) < 4.5 * sdv / np.sqrt(ess), (draws.mean(), mean, ess)
-    # sd of the sample sd of (nearly) normal draws: sd / sqrt(2 ess)
-    assert abs(draws.std() - sdv) < 4.5 * sdv / np.sqrt(2 * ess), (draws.std(), sdv)
+    _assert_draws_match(log_c[1000:], mean, sdv)
