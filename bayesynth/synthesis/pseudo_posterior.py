@@ -29,12 +29,19 @@ built with :func:`bayesynth.models.pseudo_posterior.weighted_observed`:
 What the guarantee assumes, and what it costs (all recorded in :attr:`ledger_`):
 
 * the prior has fixed, public hyperparameters and the model releases nothing but draws from its
-  posterior predictive (both checked at ``fit``);
+  posterior predictive (screened at ``fit``: the priors by rebuilding the model on two
+  neighbouring datasets, a guard rather than a proof, skipped with ``check_priors=False``; the
+  model by refusing parameters computed from per-record inputs);
 * the exponential-mechanism argument holds for *exact* draws from the pseudo posterior; MCMC
   draws approximate them;
 * each synthetic dataset comes from its own posterior draw, so m datasets cost m epsilon
   (sequential composition); ``m = 1`` is the default;
-* under add/remove neighbours n is private: give ``n_rows``.
+* under add/remove neighbours n is private: give ``n_rows``. Each of its records is then a
+  fresh draw from the model's record distribution at the dataset's posterior draw, so the
+  output depends on the data only through that draw (resampling the n records of one
+  posterior-predictive draw would not do: a dataset could then hold at most n distinct
+  values, which tells n). This needs records that share one distribution given the
+  parameters: a model with per-record parameters refuses ``n_rows``.
 
 What is *not* releasable: everything in :attr:`PseudoPosteriorSynthesizer.diagnostics_` (the
 weights, the empirical Lipschitz bound, the empirical local epsilon and the number of censored
@@ -483,8 +490,11 @@ class PseudoPosteriorSynthesizer(Synthesizer):
         m : int, default 1
         n_rows : int, optional
             Records per dataset. Default: the number of training records, which is public under
-            change-one neighbours; under add/remove it is private, so give ``n_rows``. Models
-            whose records depend on covariates (the regression) support only the default.
+            change-one neighbours; under add/remove it is private, so give ``n_rows``. Each
+            record is then a fresh draw from the record distribution at the dataset's posterior
+            draw (as many posterior-predictive passes at that draw as ``n_rows`` needs). Models
+            whose records have their own parameters (the regression, whose records depend on
+            covariates) support only the default.
         random_seed : int, optional
             Picks the draws and the records. For a privacy mechanism a fixed seed warns.
 
@@ -501,6 +511,8 @@ class PseudoPosteriorSynthesizer(Synthesizer):
             ``random_seed``.
         bayesynth.errors.PrivacyGuaranteeError
             Under add/remove neighbours without ``n_rows``.
+        bayesynth.errors.InvalidParameterError
+            ``n_rows`` for a model whose records have their own parameters.
         """
         m, n_rows = self._sample_args(m, n_rows, random_seed)
         g = self.guarantee_
@@ -515,20 +527,31 @@ class PseudoPosteriorSynthesizer(Synthesizer):
                     "Under add/remove neighbours the number of records is private: pass n_rows "
                     "(a public number) to sample().", column="n_rows")
         name = observed_name(self.model_)
+        if n_rows is not None and _per_record_parameters(self.model_, name):
+            raise InvalidParameterError(
+                "n_rows needs records that share one distribution given the parameters; this "
+                "model gives each record its own (covariates or per-record effects), so it "
+                "synthesises exactly its training records' count: leave n_rows unset.",
+                column="n_rows")
         post = self.idata_.posterior.stack(sample=("chain", "draw"))
         picks = select_draws(post.sizes["sample"], m, rng, distinct="required")
         sub = post.isel(sample=picks)
         sub = sub.drop_vars(["sample", "chain", "draw"]).rename(sample="draw").expand_dims(
             "chain")
+        n_obs = _n_records(self.model_, name)
+        passes = 1 if n_rows is None else -(-int(n_rows) // n_obs)
+        parts = []
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            pp = pm.sample_posterior_predictive(sub, model=self.model_, var_names=[name],
-                                                random_seed=rng, progressbar=False)
-        y = pp.posterior_predictive[name].values[0]  # (m, n)
+            for _ in range(passes):  # every pass: fresh records at the same m draws
+                pp = pm.sample_posterior_predictive(sub, model=self.model_, var_names=[name],
+                                                    random_seed=rng, progressbar=False)
+                parts.append(pp.posterior_predictive[name].values[0])  # (m, n)
+        y = np.concatenate(parts, axis=1)
         col = getattr(self, "column_", None) or _name(self._data, name)
         out = []
         for k in range(m):
-            vals = y[k] if n_rows is None else rng.choice(y[k], size=int(n_rows), replace=True)
+            vals = y[k] if n_rows is None else y[k, :int(n_rows)]
             out.append(pd.DataFrame({col: vals}))
             self.ledger_.record(f"synthetic dataset ({len(vals)} records)", g.mechanism,
                                 g.epsilon, neighbours=g.neighbours, guarantee=g.guarantee,
@@ -766,3 +789,29 @@ def _name(data, default: str) -> str:
         return str(data.columns[0])
     return default
 
+
+def _n_records(model: pm.Model, name: str) -> int:
+    """Return the number of records of the observed variable ``name``."""
+    value = model.rvs_to_values[model[name]]
+    data = value.data if hasattr(value, "data") else value.get_value()
+    return int(np.shape(data)[0])
+
+
+def _per_record_parameters(model: pm.Model, name: str) -> bool:
+    """Whether a parameter of the observed variable ``name`` has one entry per record.
+
+    The observed variable's inputs are its size, its parameters, its weights (``<name>_weights``)
+    and random generators; a parameter whose leading dimension, at the model's initial point,
+    is the number of records gives each record its own distribution.
+    """
+    rv = model[name]
+    n = _n_records(model, name)
+    if n < 2:
+        return False
+    params = [v for v in rv.owner.inputs[1:]
+              if hasattr(v.type, "ndim") and not str(v.name or "").endswith("_weights")]
+    if not params:
+        return False
+    shapes = model.compile_fn([v.shape for v in params], inputs=model.value_vars,
+                              on_unused_input="ignore")(model.initial_point())
+    return any(len(sh) >= 1 and int(sh[0]) == n for sh in shapes)

@@ -299,3 +299,34 @@ def test_users_own_model_recipe(rng):
                                      draws=150, tune=150, random_seed=1).fit(df)
     assert syn.diagnostics_.empirical_delta <= 1.0
     assert (syn.sample(m=1, random_seed=2)[0].iloc[:, 0] >= 0).all()
+
+
+def test_n_rows_draws_fresh_records_at_the_draw(beta_data):
+    """Under add/remove neighbours n is private, so a dataset of n_rows records must not be a
+    resample of the n records of one posterior-predictive draw (at most n distinct values,
+    which would tell n): with a continuous model every one of 3n + 7 records is distinct."""
+    n = 40
+    small = beta_data.iloc[:n]
+    ar = PseudoPosteriorSynthesizer(beta_mixture, mechanism="censor_uw", epsilon=2.0,
+                                    neighbours="add_remove", random_seed=3, **KW).fit(small)
+    a, b = ar.sample(m=2, n_rows=3 * n + 7, random_seed=11)
+    for out in (a, b):
+        assert len(out) == 3 * n + 7
+        assert out["x"].nunique() == 3 * n + 7
+        assert out["x"].between(0.0, 1.0).all()
+    assert ar.sample(m=2, n_rows=10, random_seed=11)[0]["x"].nunique() == 10
+    again = ar.sample(m=2, n_rows=3 * n + 7, random_seed=11)  # reproducible from its seed
+    pd.testing.assert_frame_equal(again[0], a)
+
+
+def test_n_rows_is_refused_for_records_with_their_own_parameters():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=60)
+    df = pd.DataFrame({"y": 1.0 + 2.0 * x + rng.normal(size=60), "x": x})
+    syn = PseudoPosteriorSynthesizer(linear_regression, mechanism="weighted", random_seed=1,
+                                     draws=100, tune=100, chains=1,
+                                     factory_kwargs={"response": "y", "predictors": ["x"]})
+    syn.fit(df)
+    assert len(syn.sample(random_seed=2)[0]) == 60
+    with pytest.raises(InvalidParameterError, match="n_rows"):
+        syn.sample(n_rows=30, random_seed=2)
