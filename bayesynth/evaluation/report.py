@@ -111,8 +111,8 @@ def report(
       of training records; with a ``holdout`` of real records the synthesizer did not see, the
       distance to closest record relative to the hold-out's (DCR ratio) and the singling-out
       risk; with ``sensitive``, the correct attribution probability of the sensitive column
-      given ``known`` keys (against its marginal baseline and, with a hold-out, against
-      people outside the training data);
+      given ``known`` keys (default: the first four other columns; against its marginal
+      baseline and, with a hold-out, against people outside the training data);
     * **partially synthetic** data (the real records with some columns replaced): the
       identification risk of row-by-row matching (at ``radius`` and swept over ``radii``;
       needs ``known`` and/or ``synthesized``) and attribute disclosure at outliers of
@@ -362,8 +362,9 @@ def _fully_synthetic_risk(real, syns, results, sections, *, schema, known, sensi
     df = pd.DataFrame(rows)
     df.index.name = "dataset"
     results["fully_synthetic_risk"] = {"per_dataset": df, "holdout": holdout is not None}
-    text = ("Fully synthetic data: no synthetic row corresponds to a real person, so row-by-row "
-            "matching (identification risk) does not apply. exact_copy_share: synthetic records "
+    text = ("Treated as fully synthetic data (inferred, or as stated with kind/--kind): no "
+            "synthetic row corresponds to a real person, so row-by-row matching "
+            "(identification risk) does not apply. exact_copy_share: synthetic records "
             "equal to a training record on every column.")
     if holdout is not None:
         text += (" dcr_ratio: median distance from a synthetic record to its closest training "

@@ -173,8 +173,8 @@ def identification_risk(
     radius : float or mapping
         Half-width of the matching interval, one value or one per continuous variable.
     radius_type : {"percent", "absolute"}
-        ``"percent"``: a share of the real value, ``[x_i (1 - r), x_i (1 + r)]`` (default, as the
-        paper recommends); ``"absolute"``: ``[x_i - r, x_i + r]``.
+        ``"percent"``: a share of the real value, ``[x_i - r |x_i|, x_i + r |x_i|]`` (default, as
+        the paper recommends); ``"absolute"``: ``[x_i - r, x_i + r]``.
     schema : bayesynth.Schema, optional
         Tells which synthesized variables are continuous (otherwise: numeric dtypes with more than
         two values).
@@ -313,7 +313,9 @@ def outlier_attribute_disclosure(
     Returns
     -------
     dict
-        ``{"statistic": ..., "kind": "r2" or "accuracy", "n_pairs": 2k}`` (plus ``"base_rate"``,
+        ``{"statistic": ..., "kind": "r2" or "accuracy", "n_pairs": ...}``, where ``n_pairs`` is
+        the number of extreme records paired (2k, or fewer where missing values leave fewer
+        complete records); plus ``"base_rate"``,
         the accuracy of always predicting the most frequent real value, for categorical).
     """
     def extremes(df: pd.DataFrame) -> pd.Series:

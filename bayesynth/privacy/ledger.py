@@ -227,6 +227,8 @@ class Ledger:
     @property
     def total_epsilon(self) -> float:
         """The composed privacy loss (``inf`` when any entry carries no guarantee)."""
+        if any(e.guarantee == "none" for e in self.entries):
+            return math.inf  # whatever epsilon such an entry states, it bounds nothing
         total = 0.0
         parts: dict[str, dict[str, float]] = {}
         for e in self.entries:

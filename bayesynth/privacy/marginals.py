@@ -225,7 +225,8 @@ class PrivateMarginals:
         Number of records: exact under change-one neighbours (public by the relation); under
         add/remove an estimate from the noisy tables (``n_public`` is False).
     epsilon : float
-        Total privacy loss (selection included).
+        The budget spent (selection included); a bound on the privacy loss only when the
+        domain is public (``domain="data"`` reads the levels from the data: no bound).
     selection_epsilon : float
         The part spent choosing the marginals (0 for a user-given list).
     meta : dict
@@ -574,7 +575,7 @@ def select_marginals(df: pd.DataFrame, epsilon: float, *, degree: int = 2,
                      domain: Mapping[str, Sequence] | str | None = None,
                      neighbours: str = "change_one", min_records: int | None = None,
                      random_seed=None, ledger: Ledger | None = None) -> dict:
-    """Choose two-way marginals privately: PrivBayes' greedy network, epsilon-DP.
+    """Choose two-way marginals privately: PrivBayes' network, epsilon-DP under ``neighbours``.
 
     The first variable is drawn uniformly; then, p - 1 times, a (child, parents) pair with the
     child not yet in the network and ``min(degree, size)`` parents from it is drawn by the

@@ -1,4 +1,7 @@
-"""The perturbed histogram: an epsilon-DP, non-Bayesian baseline for a bounded variable."""
+"""The perturbed histogram: an epsilon-DP, non-Bayesian baseline for a bounded variable.
+
+DP under change-one or add/remove neighbours (the synthesizer's ``neighbours``).
+"""
 
 from __future__ import annotations
 

@@ -130,7 +130,9 @@ class PseudoPosteriorDiagnostics:
         censoring applies): an after-the-fact statistic over the draws, not a bound over the
         parameter space (on a grid it can be far larger).
     empirical_local_epsilon : float
-        :func:`local_epsilon` of ``empirical_delta``: the paper's epsilon_x. Not a guarantee.
+        :func:`local_epsilon` of ``empirical_delta``: 4 Delta under change-one neighbours, 2 Delta
+        under add/remove (the paper's epsilon_x = 2 Delta is the add/remove figure). Not a
+        guarantee.
     n_truncated : int
         Records given weight 0 by ``weighted_e``.
     n_censored : int

@@ -2,7 +2,8 @@
 
 Hu, Savitsky & Williams (2022) recommend fitting the weights on a historical database: the
 weight of a confidential record then depends on that record alone, so censoring each weighted
-contribution at c makes every posterior draw strictly epsilon-DP. :func:`calibrate_weights`
+contribution at c makes every posterior draw strictly epsilon-DP (under the neighbour relation
+the bound c was set for: c = epsilon/4 change-one, epsilon/2 add/remove). :func:`calibrate_weights`
 fits the weight function, :class:`WeightCalibration` holds it (saved as netCDF) and
 :class:`~bayesynth.synthesis.PseudoPosteriorSynthesizer` uses it.
 """
@@ -153,11 +154,12 @@ def calibrate_weights(
 
     The unweighted model is fitted to ``reference_data``; its draws define each record's bound
     s(x) and the range (s_low, s_high). The weighted mechanism is then fitted on the reference
-    data for each c1 in ``c1_grid`` (largest first), and the first c1 whose
+    data for each c1 in ``c1_grid`` (sorted, largest first), and the first c1 whose
     :func:`local_epsilon` is at most ``epsilon`` is kept (the smallest tried if none is), so
     that censoring rarely binds on data like the reference. Use the result with
     ``PseudoPosteriorSynthesizer(mechanism="censor_w", calibration=...)`` on confidential data:
-    the weights then depend on each record alone and the release is strictly epsilon-DP.
+    the weights then depend on each record alone and the release is strictly epsilon-DP under
+    ``neighbours``.
 
     Parameters
     ----------
@@ -193,7 +195,7 @@ def calibrate_weights(
     finite = s[np.isfinite(s)]
     lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 0.0)
     best = None
-    for c1, seed in zip(c1_grid, seeds[1:]):
+    for c1, seed in zip(sorted(c1_grid, reverse=True), seeds[1:]):
         w = weights_from_bounds(s, lo, hi, c1, c2)
         wmodel = factory(reference_data, w, None, **kw)
         widata = _sample(wmodel, draws, tune, chains, int(seed), False)

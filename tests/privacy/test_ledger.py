@@ -106,3 +106,11 @@ def test_json_round_trip_and_bad_entries(tmp_path):
         ledger.record("x", "y", -1.0)
     assert len(ledger.entries) == len(back.entries)
     assert np.isfinite(Ledger().total_epsilon) and "Nothing" in Ledger().summary()
+
+
+def test_an_entry_without_a_guarantee_makes_the_total_unbounded():
+    led = Ledger()
+    led.record("a table", "geometric", 1.0)
+    assert led.total_epsilon == 1.0
+    led.record("a fit", "weighted", 1.0, guarantee="none")  # a finite figure that bounds nothing
+    assert led.total_epsilon == float("inf")
