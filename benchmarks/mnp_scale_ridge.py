@@ -17,7 +17,13 @@ conditional law of log c on a grid, for each block as a whole and for each of it
 alone (prior and Jacobian c^(m (k + 1)) included). A random-walk move on it at its best has a
 proposal sd of about 2.4 times that sd; compare with the tuned sd of log c of
 :class:`~bayesynth.samplers.UtilityTransportScaleMove` (0.041-0.056 on CE, which keeps the
-utilities but carries them along). Usage::
+utilities but carries them along).
+
+For each whole block it also prints the same law with the factor scores integrated out as well,
+given the other columns' latent values and parameters: eta_i ~ N(m_i, V) given the other
+columns, so the block's utilities are N(c (alpha_B + Lambda_B m_i), I + c^2 Lambda_B V
+Lambda_B') and each record's level probability is an orthant probability of that normal (GHK
+with 200 draws per record, common random numbers over the grid). Usage::
 
     python benchmarks/mnp_scale_ridge.py [--seed 1] [--draws 1000] [--tune 1000]
 """
@@ -31,7 +37,7 @@ import warnings
 
 import numpy as np
 import real_data as rd
-from scipy.special import log_ndtr
+from scipy.special import log_ndtr, ndtr, ndtri
 
 from bayesynth.models import rank_probit_copula
 from bayesynth.samplers.sampling import sample
@@ -62,6 +68,71 @@ def level_loglik(M: np.ndarray, codes: np.ndarray) -> float:
     return float(out.sum())
 
 
+def orthant_loglik(mu: np.ndarray, S: np.ndarray, U: np.ndarray) -> float:
+    """Sum over rows of log P(w > 0), w ~ N(mu_i, S), by GHK with the uniforms U (n, R, dim)."""
+    L = np.linalg.cholesky(S)
+    n, dim = mu.shape
+    e = np.zeros((n, U.shape[1], dim))
+    logp = np.zeros((n, U.shape[1]))
+    for t in range(dim):
+        shift = mu[:, t][:, None] + (e[:, :, :t] @ L[t, :t] if t else 0.0)
+        lb = -shift / L[t, t]
+        logp += log_ndtr(-lb)
+        below = ndtr(lb)
+        e[:, :, t] = ndtri(np.clip(below + U[:, :, t] * (1 - below), 1e-300, 1 - 1e-16))
+    top = logp.max(1)
+    return float(np.sum(np.log(np.exp(logp - top[:, None]).mean(1)) + top))
+
+
+def level_contrasts(m: int, level: int) -> np.ndarray:
+    """D with D u > 0 exactly when the utilities u (reference at 0) pick ``level`` (-1: ref)."""
+    if level < 0:
+        return -np.eye(m)
+    D = np.zeros((m, m))
+    D[:, level] = 1.0
+    others = [j for j in range(m) if j != level]
+    for r, j in enumerate(others, start=1):
+        D[r, j] = -1.0
+    return D
+
+
+def scores_integrated_sd(point, s, move, cols, codes, grid, draws=200) -> float:
+    """Sd of log c for a whole block, its utilities and the factor scores integrated out."""
+    alpha = s.alpha_full(point)
+    Lam = np.asarray(s.value(point, "Lambda"), dtype=float)
+    sd = s.sd(point)
+    z = np.asarray(s.value(point, "z"), dtype=float)
+    tau = np.cumprod(s.value(point, "delta"))
+    nu = move._nu
+    mu0, sd0 = steps._alpha_prior(s, move._mu, move._sd, point)
+    k, m = Lam.shape[1], len(cols)
+    other = np.setdiff1d(np.arange(Lam.shape[0]), cols)
+    Lo, so = Lam[other], sd[other]
+    V = np.linalg.inv(np.eye(k) + (Lo.T / so**2) @ Lo)
+    V = 0.5 * (V + V.T)
+    mean_eta = ((z[:, other] - alpha[other]) / so**2) @ Lo @ V
+    mu = alpha[cols] + mean_eta @ Lam[cols].T
+    LB = Lam[cols]
+    rng = np.random.default_rng(0)
+    levels = [lv for lv in range(-1, m) if np.any(codes == lv)]
+    U = {lv: rng.random((int(np.sum(codes == lv)), draws, m)) for lv in levels}
+    log_t = np.empty(len(grid))
+    for g, lc in enumerate(grid):
+        c = np.exp(lc)
+        S = np.eye(m) + c**2 * LB @ V @ LB.T
+        ll = sum(orthant_loglik(c * mu[codes == lv] @ level_contrasts(m, lv).T,
+                                level_contrasts(m, lv) @ S @ level_contrasts(m, lv).T, U[lv])
+                 for lv in levels)
+        a, L = c * alpha[cols], c * LB
+        log_t[g] = ll + (-0.5 * np.sum(((a - mu0[cols]) / sd0[cols]) ** 2)
+                         - 0.5 * (nu + 1) * np.sum(np.log1p(tau * L**2 / nu))
+                         + m * (k + 1) * lc)
+    w = np.exp(log_t - log_t.max())
+    w /= w.sum()
+    mean = float(w @ grid)
+    return float(np.sqrt(w @ (grid - mean) ** 2))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=1)
@@ -89,7 +160,8 @@ def main() -> None:
     with model:
         move = steps.UtilityTransportScaleMove()
     grid = np.linspace(-0.3, 0.3, 121)
-    print("chain  group          sum lambda^2  sd of log c given eta  (best random-walk sd)")
+    print("chain  group          sum lambda^2  sd of log c given eta  (best random-walk sd)  "
+          "sd with eta integrated too")
     for chain in sorted(last):
         point = last[chain]
         alpha = s.alpha_full(point)
@@ -122,8 +194,11 @@ def main() -> None:
                 w /= w.sum()
                 mean = float(w @ grid)
                 sd = float(np.sqrt(w @ (grid - mean) ** 2))
+                extra = ""
+                if len(pos) == len(cols):  # the whole block: also with eta integrated out
+                    extra = f"  {scores_integrated_sd(point, s, move, cols, codes, grid):.3f}"
                 print(f"{chain:5d}  {name:14s} {np.sum(Lam[cols[pos]] ** 2):12.2f}  "
-                      f"{sd:21.3f}  ({2.4 * sd:.3f})")
+                      f"{sd:21.3f}  ({2.4 * sd:.3f}){extra}")
 
 
 if __name__ == "__main__":
