@@ -1,10 +1,13 @@
 """BART rank-likelihood regression for key outcomes (Feldman & Kowal 2022, section 5).
 
 Latent ``z_i = f(x_i) + eps_i``, ``eps_i ~ N(0, sigma^2)``, f a sum of regression trees
-(pymc-bart's BART), and ``z`` obeys the rank likelihood of the observed response: its order
-follows the order of ``y`` and ties share a level. Observed values are recovered by
-``y_i = F_hat^-1(Phi((z_i - m) / s))`` with the response's empirical CDF and the latent mean and
-standard deviation (m, s).
+(pymc-bart's BART). For a binary, ordinal or count response (and a continuous one with
+``continuous="rank"`` in the layout) ``z`` obeys the rank likelihood of the observed response:
+its order follows the order of ``y`` and ties share a level. A response with mostly distinct
+values has ``z`` fixed at its normal scores (the copula's default, ``continuous=
+"normal_scores"``), which the rank-likelihood step then leaves in place. Synthetic values are
+recovered by ``y = F_hat^-1(G(z))`` with the response's marginal F_hat and the model's marginal
+CDF G of the latent values (see :mod:`bayesynth.synthesis.targeted`).
 
 PyMC detail: pymc-bart's particle sampler weighs trees by the model's *observed* log-likelihood,
 so the latent ``z`` is a data container (``pm.Data("z", ...)``) observed by
@@ -224,8 +227,12 @@ def bart_rank_regression(
         raise SchemaError(f"predictors must be other columns of the table; got {bad or '[]'}.")
     keep = data[response].notna().to_numpy()
     df = data.loc[keep]
+    # Every response is an ordered column whose latent value rises with y: ordinal ones stay
+    # ordered (ordinal_threshold=0), and a binary one is a two-level rank-likelihood column
+    # (with categorical_likelihood="mnp" it would be a probit block whose reference is its most
+    # frequent level, and its latent value could fall as y rises).
     layout = LatentLayout.from_data(df[[response]], Schema([schema[response]]),
-                                    ordinal_threshold=0)
+                                    ordinal_threshold=0, categorical_likelihood="rpl")
     design = BartDesign.from_schema(schema, predictors)
     X = design.matrix(df)
     z0 = layout.initial_z()[:, 0].copy()

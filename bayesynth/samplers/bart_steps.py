@@ -1,7 +1,8 @@
 """Step methods for the BART rank-likelihood regression.
 
 * :class:`RankRegressionGibbs` draws the latent data ``z`` (a data container the BART likelihood
-  observes) from its truncated normals under the rank constraints, then the residual precision
+  observes) from its truncated normals under the rank constraints (a response fixed at its
+  normal scores keeps them), then the residual precision
   from its gamma full conditional. When the ``sigma`` prior was replaced (no conjugate
   ``prec ~ Gamma``), it redraws ``z`` only and PyMC's own step samples the scale.
 * :class:`SeededPGBART` is pymc-bart's particle Gibbs sampler, seeded per chain: PGBART draws from
