@@ -9,7 +9,9 @@ Each cell's synthetic count is drawn from a count distribution centred on its ob
 * ``dpo``: Efron's (1986) double Poisson, mean about f and variance about f / theta; with
   ``theta > 1`` it is *under*-dispersed, which Jackson et al. name as future work.
 
-Random zeros (empty cells that could hold records) get the pseudocount alpha > 0 as their mean;
+Random zeros (empty cells that could hold records) get the pseudocount alpha > 0 as their
+mean (for Poisson, NBI and PIG; the double Poisson's mean at a small f is far below f: at
+f = 0.02 about 0.001 with theta = 2, so a random zero then almost never gets a record);
 structural zeros (impossible cells) stay zero (:func:`cell_means`). The probability functions
 (:func:`count_pmf`) serve the analytic tau metrics of :mod:`bayesynth.evaluation.tau_risk`; the
 draws (:func:`draw_counts`) the samplers of :mod:`bayesynth.synthesis.saturated` and the PyMC

@@ -170,7 +170,8 @@ def latent_class_dp_model(
     domain : dict, optional
         Levels of every variable (any number of levels).
     n : int, optional
-        Number of records (public).
+        Number of records: public under change-one neighbours; under add/remove pass the
+        release's noisy estimate (``PrivateMarginals.n``).
     k : int, default 10
         Classes of the truncated stick-breaking prior.
     alpha : float, default 1

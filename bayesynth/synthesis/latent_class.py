@@ -216,7 +216,7 @@ class LatentClassSynthesizer(Synthesizer):
     and samples it with :func:`bayesynth.sample` (the count moves and the data-augmentation
     Gibbs step); :meth:`sample` draws records from the posterior with
     :func:`synthesize_latent_class`. The synthetic data are post-processing of the release:
-    they cost no privacy budget beyond it.
+    they cost no privacy budget beyond it, under the release's own neighbour relation.
 
     Parameters
     ----------

@@ -92,7 +92,9 @@ def synthesize_table(
         Dispersion (variance f + sigma f^2 for nbi and pig) or, for ``dpo``, the precision
         theta (variance about f / theta).
     alpha : float
-        Pseudocount: the mean of each random zero's synthetic count. Structural zeros stay 0.
+        Pseudocount: the mean of each random zero's synthetic count (Poisson, NBI, PIG; far
+        less for the double Poisson, whose mean at small f is far below f). Structural zeros
+        stay 0.
     random_seed : int or Generator, optional
 
     Returns
@@ -173,7 +175,8 @@ class SaturatedCountSynthesizer(Synthesizer):
     sigma : float, default 0
         Dispersion (nbi, pig: variance f + sigma f^2) or the double Poisson's precision theta.
     alpha : float, default 0
-        Pseudocount: the mean synthetic count of each random zero.
+        Pseudocount: the mean synthetic count of each random zero (Poisson, NBI, PIG; far
+        less for the double Poisson).
     output : {"microdata", "table"}, default "microdata"
         What :meth:`sample` returns: records (one row per unit of count, categorical columns,
         :func:`~bayesynth.tables.table_to_microdata`) or the table (one row per non-zero cell
@@ -194,9 +197,10 @@ class SaturatedCountSynthesizer(Synthesizer):
     synthetic table is drawn directly around the observed counts (the PyMC form,
     :func:`~bayesynth.models.saturated_count_model`, is a prior-predictive model). And
     ``n_rows`` must be left ``None``: the size of a synthetic table is drawn with its counts
-    (mean n plus alpha times the number of random zeros). :meth:`sample_tables` returns the
-    synthetic tables themselves. :meth:`save` writes ``table.nc`` (non-zero cells and their
-    counts: the confidential table) and ``table.json`` (variables, levels, structural zeros).
+    (mean n plus alpha times the number of random zeros, for Poisson, NBI and PIG).
+    :meth:`sample_tables` returns the synthetic tables themselves. :meth:`save` writes
+    ``table.nc`` (non-zero cells and their counts: the confidential table) and ``table.json``
+    (variables, levels, structural zeros).
 
     References
     ----------
@@ -255,8 +259,10 @@ class SaturatedCountSynthesizer(Synthesizer):
         ------
         bayesynth.errors.InputTypeError
             For anything but a DataFrame or a SparseTable.
+        bayesynth.errors.SchemaError
+            For an unknown family, or a dispersion or pseudocount out of range.
         bayesynth.errors.InvalidParameterError
-            For an unknown family or output, or a dispersion or pseudocount out of range.
+            For an unknown output.
         """
         self._check_params()
         if isinstance(data, SparseTable):
