@@ -14,7 +14,13 @@ with ``mbi`` is given (``--mbi-python``; mbi needs jax, so it lives in its own e
 Usage::
 
     python benchmarks/latent_class_dp.py [--epsilon 1.0] [--iterations 12000] [--burn 2000]
-        [--mbi-python /path/to/venv-with-mbi/bin/python] [--skip-privbayes]
+        [--chains 1] [--mbi-python /path/to/venv-with-mbi/bin/python] [--skip-privbayes]
+
+With ``--chains 2`` (or more; one core each, up to the machine's) it also prints the mixing
+figures of ``benchmarks/README.md``: R-hat and bulk effective sample size of the table
+probabilities, and the count moves' acceptance rate. The NUTS comparison there was a separate
+run that this script does not reproduce (``tests/models/test_latent_class_dp.py`` checks the
+sampler against a NUTS reference on a small problem).
 """
 
 from __future__ import annotations
@@ -109,6 +115,7 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=12_000)
     parser.add_argument("--burn", type=int, default=2_000)
     parser.add_argument("--k", type=int, default=7)
+    parser.add_argument("--chains", type=int, default=1)
     parser.add_argument("--mbi-python", default=None,
                         help="an interpreter with private-pgm (mbi) installed, for the peer")
     parser.add_argument("--skip-privbayes", action="store_true")
@@ -122,9 +129,21 @@ def main() -> None:
     t_select = time.perf_counter() - t0
     model = latent_class_dp_model(rel, k=args.k)
     t0 = time.perf_counter()
-    idata = bs.sample(model, draws=args.iterations - args.burn, tune=args.burn, chains=1,
-                      cores=1, random_seed=2, progressbar=False)
+    idata = bs.sample(model, draws=args.iterations - args.burn, tune=args.burn,
+                      chains=args.chains, cores=min(args.chains, os.cpu_count() or 1),
+                      random_seed=2, progressbar=False)
     t_sample = time.perf_counter() - t0
+    if args.chains > 1:
+        import arviz as az
+
+        names = [f"P_t{i}" for i in range(len(rel.tables))]
+        rhat = np.concatenate([az.rhat(idata, var_names=[v])[v].values.ravel() for v in names])
+        ess = np.concatenate([az.ess(idata, var_names=[v])[v].values.ravel() for v in names])
+        acc = [v for v in idata.sample_stats.data_vars if "accept" in v]
+        print(f"mixing, {args.chains} chains: R-hat of the {rhat.size} table probabilities "
+              f"median {np.median(rhat):.2f}, max {rhat.max():.2f}; bulk ESS median "
+              f"{np.median(ess):.0f}, min {ess.min():.0f}; "
+              + ", ".join(f"{v} {float(idata.sample_stats[v].mean()):.2f}" for v in acc))
     est, noisy_ratio, truth_all = [], [], []
     for i, t in enumerate(rel.tables):
         truth = true_marginal(df, t.variables, domain).reshape(-1) / len(df)
