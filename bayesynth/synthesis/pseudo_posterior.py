@@ -53,7 +53,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -691,6 +691,10 @@ class PseudoPosteriorSynthesizer(Synthesizer):
         obj.diagnostics_ = PseudoPosteriorDiagnostics(
             mech, w, delta, local_epsilon(delta, nb), int(np.sum(w == 0)), n_cens, idata)
         obj.guarantee_ = obj.guarantee()
+        if mech == "weighted_e":  # the truncation was the caller's: say what is not checked
+            obj.guarantee_ = replace(
+                obj.guarantee_, why=obj.guarantee_.why + "; from_posterior takes the model's "
+                "weights as given, without checking that the records above c carry weight 0")
         obj.ledger_ = Ledger(nb)
         return obj
 
