@@ -154,7 +154,10 @@ class RankLikelihoodSynthesizer(Synthesizer):
         """
         schema = self.schema if self.schema is not None else infer_schema(df)
         validate_data(df, schema)
-        enc = self._encode(df, schema)
+        # derived columns and columns a rule fixes everywhere are not modelled: sample() adds
+        # them back, computes the formulas and enforces the rules (as the other synthesizers)
+        skipped = set(not_modelled(df, schema))
+        enc = self._encode(df, Schema([schema[c] for c in schema.names if c not in skipped]))
         n, p = enc.shape
         ords = []
         for j, c in enumerate(enc.columns):
@@ -232,6 +235,7 @@ class RankLikelihoodSynthesizer(Synthesizer):
             z = rng.standard_normal((n_rows, len(self.columns_))) @ L.T
             enc = {c: self.marginals_[j].ppf(ndtr(z[:, j])) for j, c in enumerate(self.columns_)}
             frame, multi = self._decode(enc, n_rows)
+            frame = finish(frame, self.schema_)  # rules, formulas, unmodelled columns
             frame.attrs["multiply_classified"] = multi
             self.multiply_classified_.append(multi)
             out.append(frame)
@@ -241,6 +245,8 @@ class RankLikelihoodSynthesizer(Synthesizer):
         cols, multi = {}, {}
         for name in self.schema_.names:
             col = self.schema_[name]
+            if name not in self._onehot and name not in enc:
+                continue  # not modelled (derived, or fixed by a rule): finish() adds it
             if name in self._onehot:
                 levels = self._onehot[name]
                 ones = np.column_stack([enc[f"{name}[{lev}]"] for lev in levels[1:]]) > 0.5 \
