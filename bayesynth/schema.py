@@ -660,7 +660,8 @@ def _infer_one(s: pd.Series, declared: str | None) -> ColumnSchema:
     numeric = pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype)
 
     if declared is None:
-        if pd.api.types.is_bool_dtype(s.dtype) or len(uniques) == 2:
+        declares_more = is_cat_dtype and len(s.cat.categories) > 2  # keep them in the output
+        if pd.api.types.is_bool_dtype(s.dtype) or (len(uniques) == 2 and not declares_more):
             declared = "binary"
         elif is_cat_dtype:
             declared = "ordinal" if s.cat.ordered else "categorical"

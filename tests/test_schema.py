@@ -216,3 +216,14 @@ def test_derived_columns_are_checked_against_the_data(tmp_path):
         validate_data(df, s.with_formulas({"bmi": "w / height"}))
     with pytest.raises(errors.MissingColumnError, match="'BMI'"):
         s.with_formulas({"BMI": "w"})
+
+
+def test_declared_categories_survive_when_only_two_are_observed():
+    """A pandas categorical declaring more levels than the two it shows is not binary: the
+    output dtype must keep every declared category (as the copula promises)."""
+    s = pd.Categorical(["lo", "hi"] * 50, categories=["lo", "hi", "unused"])
+    o = pd.Categorical(["lo", "hi"] * 50, categories=["lo", "mid", "hi"], ordered=True)
+    schema = infer_schema(pd.DataFrame({"c": s, "o": o, "b": pd.Categorical(["x", "y"] * 50)}))
+    assert schema["c"].type == "categorical" and schema["c"].levels == ("lo", "hi", "unused")
+    assert schema["o"].type == "ordinal" and schema["o"].levels == ("lo", "mid", "hi")
+    assert schema["b"].type == "binary"  # two declared, two observed: binary as before

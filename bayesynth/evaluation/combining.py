@@ -54,6 +54,7 @@ def combine_estimates(
     n: int | None = None,
     n_syn: int | None = None,
     level: float = 0.95,
+    proper: bool = False,
 ) -> CombinedEstimate:
     r"""Combine one estimand's estimates q_l and variance estimates v_l from m synthetic datasets.
 
@@ -66,9 +67,13 @@ def combine_estimates(
     :math:`T_f \le 0` the conservative :math:`T^* = (n_{syn}/n)\,\bar v` is used instead (Reiter
     2002), with a normal reference.
 
-    ``rule="raab2016"`` (Raab, Nowok & Dibben 2016, synthesis from the posterior predictive,
-    any m >= 1): :math:`T_s = \bar v\,(1/m + n_{syn}/n)`, normal reference; with m = 1 and
-    :math:`n_{syn} = n` this is :math:`2 v`.
+    ``rule="raab2016"`` (Raab, Nowok & Dibben 2016, any m >= 1, normal reference), with
+    :math:`k = n_{syn}`: for synthesis from parameters held at their estimates (the saturated
+    count models; ``proper=False``) :math:`T_s = \bar v\,(k/n + 1/m)`, which is :math:`2 v` at
+    m = 1 and k = n; for proper synthesis, each dataset from its own posterior draw of the
+    parameters (bayesynth's Bayesian synthesizers; ``proper=True``)
+    :math:`T_s = \bar v\,(k/n + (1 + k/n)/m)`, :math:`3 v` at m = 1 and k = n (for a normal
+    mean: Var(ybar) + (Var(mu*) + sigma^2/k)/m with Var(mu*) = sigma^2/n).
 
     Parameters
     ----------
@@ -79,6 +84,9 @@ def combine_estimates(
     n, n_syn : int, optional
         Rows of the real and of each synthetic dataset (default equal).
     level : float, default 0.95
+    proper : bool, default False
+        For ``"raab2016"``: each synthetic dataset was drawn with its own posterior draw of the
+        parameters (see above).
 
     Returns
     -------
@@ -92,7 +100,8 @@ def combine_estimates(
     ratio = 1.0 if n is None or n_syn is None else n_syn / n
     qbar, vbar = float(q.mean()), float(v.mean())
     if rule == "raab2016":
-        T, df = vbar * (1.0 / m + ratio), np.inf
+        T = vbar * (ratio + (1.0 + ratio) / m) if proper else vbar * (ratio + 1.0 / m)
+        df = np.inf
     elif rule == "reiter2003":
         if m < 2:
             raise ValueError("rule='reiter2003' needs at least two synthetic datasets.")
