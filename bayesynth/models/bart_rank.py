@@ -222,6 +222,12 @@ def bart_rank_regression(
         raise SchemaError(
             f"response '{response}' is unordered categorical; the rank likelihood needs an "
             "ordered response (binary, ordinal, count or continuous).", column=response)
+    if schema[response].special_codes:
+        raise SchemaError(
+            f"response '{response}' has special codes {list(schema[response].special_codes)}; "
+            "a BART target models one ordered value. Leave the column in the copula (which "
+            "gives its codes a categorical variable of their own), or remove the codes from "
+            "its schema.", column=response)
     bad = [p for p in predictors if p not in schema or p == response]
     if bad or not predictors:
         raise SchemaError(f"predictors must be other columns of the table; got {bad or '[]'}.")

@@ -490,6 +490,10 @@ class CopulaSynthesizer(Synthesizer):
             if schema[t].type == "categorical":
                 raise SchemaError(f"target '{t}' is unordered categorical; BART targeting needs "
                                   "an ordered column.", column=t)
+            if schema[t].special_codes:
+                raise SchemaError(f"target '{t}' has special codes; BART targeting models one "
+                                  "ordered value: leave it in the copula, or remove the codes "
+                                  "from its schema.", column=t)
         skipped = not_modelled(df, schema)  # derived by formulas, or fixed by rules
         clash = [t for t in targets if t in skipped]
         if clash:

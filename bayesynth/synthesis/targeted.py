@@ -29,7 +29,12 @@ from bayesynth.models.metadata import model_metadata
 from bayesynth.samplers.sampling import sample as bs_sample
 from bayesynth.schema import Schema, encode_levels
 from bayesynth.synthesis.bart_forest import BartForest
-from bayesynth.synthesis.marginals import DiscreteMarginal, SmoothMarginal
+from bayesynth.synthesis.marginals import (
+    AtomMarginal,
+    DiscreteMarginal,
+    SmoothMarginal,
+    fit_marginal,
+)
 
 __all__ = ["TargetModel", "fit_target", "target_from_posterior", "TARGET_DRAWS"]
 
@@ -78,7 +83,7 @@ class TargetModel:
     sigma: np.ndarray
     grid: np.ndarray
     cdf: np.ndarray
-    marginal: DiscreteMarginal | SmoothMarginal
+    marginal: DiscreteMarginal | SmoothMarginal | AtomMarginal
 
     def synthesize(self, rng: np.random.Generator, predictors: pd.DataFrame,
                    mode: str) -> np.ndarray:
@@ -284,12 +289,15 @@ def target_from_posterior(model: pm.Model, idata: Any, *, max_draws: int = 200) 
     y = source["values"]
     if col.type in ("binary", "ordinal"):
         codes = encode_levels(y, col)
-        marginal: DiscreteMarginal | SmoothMarginal = DiscreteMarginal.fit(codes[codes >= 0])
-    elif col.type == "continuous":
-        marginal = SmoothMarginal.fit(y.to_numpy(float),
-                                      integer=pd.api.types.is_integer_dtype(y))
-    else:
-        marginal = DiscreteMarginal.fit(y.to_numpy(float))
+        marginal: DiscreteMarginal | SmoothMarginal | AtomMarginal = DiscreteMarginal.fit(
+            codes[codes >= 0])
+    else:  # as the copula's ordered columns: atoms kept, integers and decimals restored
+        x = y.to_numpy(dtype=float, na_value=np.nan)
+        marginal = fit_marginal(
+            x[~np.isnan(x)], continuous=True,
+            integer=(bool(col.integer) or col.type == "count"
+                     or pd.api.types.is_integer_dtype(y)),
+            decimals=col.decimals)
     return TargetModel(target, design, forest, sigma, np.array(grids), np.array(cdfs), marginal)
 
 

@@ -254,3 +254,27 @@ def test_rank_likelihood_baseline_keeps_rules_and_formulas():
     assert (out.smoke == "NO").sum() > 50
     assert (out.loc[out.smoke == "NO", "cig"] == -8).all()
     np.testing.assert_allclose(out.bmi, out.w / (out.h / 100) ** 2, atol=0.006)
+
+
+def test_a_continuous_target_keeps_its_atoms_and_decimals_and_refuses_codes():
+    """A target's marginal is the copula's: a point mass (30% zeros) comes back at its share
+    and values keep the column's two decimals (it used to be smoothed: no zero at all, 16
+    decimals); a target with special codes is refused with the column's name."""
+    rng = np.random.default_rng(0)
+    n = 400
+    x = rng.normal(size=n)
+    inc = np.where(rng.random(n) < 0.3, 0.0, np.round(np.exp(4 + 0.5 * x + rng.normal(size=n)), 2))
+    df = pd.DataFrame({"x": x, "z": rng.normal(size=n), "inc": inc})
+    kw = dict(draws=150, tune=150, random_seed=1, progressbar=False, max_extensions=0,
+              bart_m=20, bart_draws=150, bart_tune=150)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        syn = bs.CopulaSynthesizer(targets=["inc"], **kw).fit(df)
+    out = pd.concat(syn.sample(m=3, random_seed=2))["inc"].to_numpy()
+    assert abs(np.mean(out == 0.0) - np.mean(inc == 0.0)) < 0.1
+    np.testing.assert_allclose(out, np.round(out, 2), atol=1e-9)
+    codes = df.assign(inc=np.where(rng.random(n) < 0.1, -9.0, inc))
+    schema = bs.infer_schema(codes)
+    assert schema["inc"].special_codes
+    with pytest.raises(SchemaError, match="inc"):
+        bs.CopulaSynthesizer(schema, targets=["inc"], **kw).fit(codes)
