@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numba
 import numpy as np
@@ -339,12 +340,32 @@ def outlier_attribute_disclosure(
     return {"statistic": acc, "kind": "accuracy", "n_pairs": n, "base_rate": base}
 
 
+def _text(s: pd.Series) -> pd.Series:
+    """Return a column's values as text, numbers written one way whatever their dtype.
+
+    1, 1.0, np.int64(1) and True all become "1" (and 2.5 "2.5"), so a record matches its copy
+    stored with another numeric dtype (an integer column written back as float, a categorical
+    of numbers); missing values become "<NA>".
+    """
+    def one(v: Any) -> str:
+        if v is None or (not isinstance(v, str) and pd.isna(v)):
+            return "<NA>"
+        if isinstance(v, (bool, np.bool_, int, np.integer, float, np.floating)):
+            x = float(v)
+            return str(int(x)) if x.is_integer() and abs(x) < 2.0**53 else repr(x)
+        return str(v)
+
+    return pd.Series([one(v) for v in s.astype(object).to_numpy()], index=s.index,
+                     dtype=object)
+
+
 def _mixed_encoder(train: pd.DataFrame, cols: Sequence[str], num: set):
     """Encode records for nearest-neighbour distances, scaled on the training data.
 
     Numeric columns: standardised by the training standard deviation, missing values at the
     training median plus a 0/1 missing indicator. Other columns: one-hot (missing a level of
-    its own) scaled by 1/sqrt(2), so one mismatch adds one unit of squared distance.
+    its own, and one column for every level the training data lack) scaled by 1/sqrt(2), so
+    one mismatch adds one unit of squared distance.
     """
     stats = {}
     for c in cols:
@@ -352,7 +373,7 @@ def _mixed_encoder(train: pd.DataFrame, cols: Sequence[str], num: set):
             ref = pd.to_numeric(train[c], errors="coerce").astype(float)
             stats[c] = (ref.mean(), ref.std() or 1.0, ref.median())
         else:
-            stats[c] = pd.Index(train[c].astype(object).fillna("<NA>").astype(str).unique())
+            stats[c] = pd.Index(_text(train[c]).unique())
 
     def encode(df: pd.DataFrame) -> np.ndarray:
         parts = []
@@ -363,17 +384,17 @@ def _mixed_encoder(train: pd.DataFrame, cols: Sequence[str], num: set):
                 parts.append(((x.fillna(med) - mean) / sd).to_numpy()[:, None])
                 parts.append(x.isna().to_numpy(float)[:, None])
             else:
-                v = df[c].astype(object).fillna("<NA>").astype(str).to_numpy()
+                v = _text(df[c]).to_numpy()
                 onehot = (v[:, None] == stats[c].to_numpy()[None, :]).astype(float)
-                parts.append(onehot / np.sqrt(2.0))
+                unseen = (onehot.sum(axis=1) == 0).astype(float)[:, None]  # a level of its own
+                parts.append(np.hstack([onehot, unseen]) / np.sqrt(2.0))
         return np.hstack(parts)
 
     return encode
 
 
 def _record_keys(df: pd.DataFrame, cols: Sequence[str]) -> pd.MultiIndex:
-    return pd.MultiIndex.from_frame(df[list(cols)].astype(object).where(df[list(cols)].notna(),
-                                                                        "<NA>").astype(str))
+    return pd.MultiIndex.from_frame(pd.DataFrame({c: _text(df[c]) for c in cols}))
 
 
 @dataclass
@@ -480,7 +501,7 @@ def _binned(train: pd.DataFrame, frames: Sequence[pd.DataFrame], cols: Sequence[
                 o[c] = b.astype(str)
         else:
             for o, f in zip(out, frames):
-                o[c] = f[c].astype(object).where(f[c].notna(), "<NA>").astype(str)
+                o[c] = _text(f[c])
     return out
 
 
@@ -666,7 +687,7 @@ def singling_out_risk(
             if c in num:
                 out[c] = pd.to_numeric(df[c], errors="coerce").to_numpy(float)
             else:
-                out[c] = df[c].astype(object).where(df[c].notna(), "<NA>").astype(str).to_numpy()
+                out[c] = _text(df[c]).to_numpy()
         return out
 
     S, T, H = as_arrays(synthetic), as_arrays(tr), as_arrays(ho)
@@ -731,8 +752,8 @@ def synthetic_kind(real: pd.DataFrame, synthetic: pd.DataFrame, *,
     for c in real.columns:
         if c not in synthetic.columns:
             continue
-        a = real[c].astype(object).where(real[c].notna(), "<NA>").astype(str).to_numpy()
-        b = synthetic[c].astype(object).where(synthetic[c].notna(), "<NA>").astype(str)
+        a = _text(real[c]).to_numpy()
+        b = _text(synthetic[c]).reset_index(drop=True)
         pa = pd.Series(a).value_counts(normalize=True)
         pb = b.value_counts(normalize=True)
         chance = float((pa * pb.reindex(pa.index, fill_value=0.0)).sum())

@@ -188,3 +188,26 @@ def test_synthetic_kind(rng):
     mostly = pd.DataFrame({"m": np.where(rng.random(200) < 0.97, "z", "y")})
     assert synthetic_kind(mostly, mostly.assign(m=np.where(rng.random(200) < 0.97, "z", "y"))) \
         == "fully"
+
+
+def test_risk_measures_match_values_across_numeric_dtypes():
+    """A copy of the training records written back as float (as after a missing value or a
+    model draw) is a copy: values are compared as numbers, not as the text "1" vs "1.0"."""
+    rng = np.random.default_rng(1)
+    n = 400
+    train = pd.DataFrame({"sex": rng.integers(0, 2, n), "age": rng.integers(18, 90, n)})
+    train["y"] = train["sex"]  # the key determines the attribute
+    holdout = train.sample(frac=1, random_state=2).reset_index(drop=True)
+    syn = train.astype(float)
+    d = distance_to_closest_record(train, syn, holdout)
+    assert d.n_identical == n and np.median(d.to_train) == 0.0
+    a = attribute_inference_risk(train, syn, keys=["sex"], sensitive="y")
+    assert a.cap == 1.0 and a.coverage == 1.0
+
+
+def test_a_level_unseen_in_training_is_one_unit_away():
+    """Each categorical mismatch adds one unit of squared distance, also for a level the
+    training data lack (it used to encode as all zeros: 0.5)."""
+    train = pd.DataFrame({"g": ["a", "b"] * 50})
+    d = distance_to_closest_record(train, pd.DataFrame({"g": ["new"] * 4}), train)
+    np.testing.assert_allclose(np.asarray(d.to_train) ** 2, 1.0)
