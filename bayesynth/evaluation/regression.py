@@ -60,8 +60,12 @@ def interval_overlap(lo_obs, hi_obs, lo_syn, hi_syn):
     lo_obs, hi_obs, lo_syn, hi_syn = (np.asarray(v, float) for v in (lo_obs, hi_obs, lo_syn,
                                                                       hi_syn))
     inter = np.minimum(hi_obs, hi_syn) - np.maximum(lo_obs, lo_syn)
+    w_obs, w_syn = hi_obs - lo_obs, hi_syn - lo_syn
     with np.errstate(divide="ignore", invalid="ignore"):  # NaN for an unestimable coefficient
-        return 0.5 * (inter / (hi_obs - lo_obs) + inter / (hi_syn - lo_syn))
+        out = 0.5 * (inter / w_obs + inter / w_syn)
+    # a zero-width interval (a coefficient the data cannot estimate, reported with sd 0) has
+    # no overlap to speak of: NaN, which the means over coefficients skip, never -inf
+    return np.where((w_obs > 0) & (w_syn > 0), out, np.nan)
 
 
 def standardized_squared_error(beta_obs, sd_obs, beta_syn):
@@ -158,7 +162,11 @@ def fit_regression(
 
         res = sm.OLS(y, Xv).fit()
         z = stats.t.ppf(0.5 + level / 2, res.df_resid)
-        est, sd = res.params, res.bse
+        est, sd = np.array(res.params, float), np.array(res.bse, float)
+        # a column of zeros (a level absent from these data) cannot be estimated: the
+        # pseudo-inverse would report 0 with sd 0; say NaN instead
+        dead = ~np.any(Xv != 0.0, axis=0)
+        est[dead], sd[dead] = np.nan, np.nan
         lower, upper = est - z * sd, est + z * sd
     elif method == "bayes":
         est, sd, lower, upper = _horseshoe(y, Xv, names, level, draws, tune, chains,

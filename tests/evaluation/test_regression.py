@@ -73,3 +73,20 @@ def test_missing_responses_in_synthetic_data_are_dropped(rng):
     comp = regression_inference(real, [shuffled], "y ~ x")
     assert comp.summary["mean_cio"].iloc[0] == pytest.approx(1.0)
     assert comp.summary["mean_std_sq_error"].iloc[0] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_a_coefficient_the_synthetic_data_cannot_estimate_is_skipped():
+    """A level absent from a synthetic dataset: its coefficient is NaN (not 0 with sd 0), so the
+    mean CIO and error skip it (they were -inf and 23 instead of about 0.94 and 0.07)."""
+    import warnings
+
+    rng = np.random.default_rng(0)
+    n = 400
+    real = pd.DataFrame({"x": rng.normal(size=n), "g": rng.choice(list("abc"), n)})
+    real["y"] = real.x + (real.g == "c") * 1.0 + rng.normal(size=n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = regression_inference(real, real[real.g != "c"].reset_index(drop=True), "y ~ x + g")
+    assert np.isfinite(r.mean_cio) and r.mean_cio > 0.8
+    assert r.mean_std_sq_error < 1.0
+    assert np.isnan(interval_overlap([0.0], [1.0], [5.0], [5.0])[0])
