@@ -144,16 +144,22 @@ def combine_marginal_estimates(synthetic: Sequence[pd.DataFrame], variables: Seq
     """
     if len(synthetic) < 2:
         raise SchemaError("Reiter's rules need at least two synthetic datasets.")
-    tabs = []
+    tabs, sizes = [], []
     for df in synthetic:
         t = df.groupby(list(variables), observed=False).size()
+        sizes.append(float(t.sum()))  # the records with every variable shown
         tabs.append(t / t.sum())
-    n_syn = len(synthetic[0])
+    # every cell seen in any dataset (a level absent from one dataset is a share of 0 there)
+    cells = tabs[0].index
+    for t in tabs[1:]:
+        cells = cells.union(t.index, sort=False)
+    tabs = [t.reindex(cells, fill_value=0.0) for t in tabs]
+    n_syn = float(np.mean(sizes))
     rows = []
-    for cell in tabs[0].index:
+    for cell in cells:
         q = [float(t.loc[cell]) for t in tabs]
-        comb = combine_estimates(q, [x * (1 - x) / n_syn for x in q], rule="reiter2003",
-                                 n=n or n_syn, n_syn=n_syn, level=level)
+        comb = combine_estimates(q, [x * (1 - x) / k for x, k in zip(q, sizes)],
+                                 rule="reiter2003", n=n or n_syn, n_syn=n_syn, level=level)
         rows.append({"estimate": comb.estimate, "se": comb.se, "lower": comb.lower,
                      "upper": comb.upper})
-    return pd.DataFrame(rows, index=tabs[0].index)
+    return pd.DataFrame(rows, index=cells)

@@ -204,7 +204,9 @@ class ConvergenceSummary(NamedTuple):
             max_rhat=float(np.nanmax(rhat)) if judged else float("nan"),
             min_ess_bulk=float(np.nanmin(ess)),
             median_ess_bulk=float(np.nanmedian(ess)),
-            share_rhat_above_1_01=float(np.nanmean(rhat > 1.01)) if judged else float("nan"),
+            # over the quantities that have an R-hat (a comparison with NaN is False, not NaN)
+            share_rhat_above_1_01=(float(np.mean(rhat[np.isfinite(rhat)] > 1.01)) if judged
+                                   else float("nan")),
         )
 
 

@@ -71,3 +71,24 @@ def test_raab_rule_covers_for_proper_and_fixed_parameter_synthesis(m):
         assert abs(hits[proper] / reps - 0.95) < 4 * 0.0034, (proper, hits[proper] / reps)
     one = combine_estimates([0.0], [0.09], proper=True)
     assert one.variance == pytest.approx(3 * 0.09)
+
+
+def test_marginal_estimates_take_a_level_absent_from_one_dataset_as_zero():
+    one = pd.DataFrame({"g": ["a", "b", "a", "b"]})
+    two = pd.DataFrame({"g": ["a", "a", "a", "a"]})
+    for order in ([one, two], [two, one]):  # it raised KeyError, or dropped the cell
+        comb = combine_marginal_estimates(order, ["g"], n=4)
+        assert sorted(comb.index) == ["a", "b"]
+        assert comb.loc["b", "estimate"] == pytest.approx(0.25)
+    # each dataset's shares and variances over the records that show the variable
+    with_missing = [pd.DataFrame({"g": ["a", "b", None, None]}),
+                    pd.DataFrame({"g": ["a", "b", "b", None]})]
+    comb = combine_marginal_estimates(with_missing, ["g"], n=4)
+    assert comb.loc["a", "estimate"] == pytest.approx((1 / 2 + 1 / 3) / 2)
+
+
+def test_share_of_rhat_above_the_threshold_counts_judged_quantities_only():
+    from bayesynth.evaluation.diagnostics import ConvergenceSummary
+
+    table = pd.DataFrame({"r_hat": [1.05, np.nan], "ess_bulk": [500.0, 500.0]})
+    assert ConvergenceSummary.from_table(table).share_rhat_above_1_01 == 1.0
