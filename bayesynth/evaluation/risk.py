@@ -315,19 +315,24 @@ def outlier_attribute_disclosure(
     -------
     dict
         ``{"statistic": ..., "kind": "r2" or "accuracy", "n_pairs": ...}``, where ``n_pairs`` is
-        the number of extreme records paired (2k, or fewer where missing values leave fewer
-        complete records); plus ``"base_rate"``,
-        the accuracy of always predicting the most frequent real value, for categorical).
+        the number of extreme records paired (2k, or fewer when either table has fewer than 2k
+        complete records: then the same number of lowest and highest on both sides); plus
+        ``"base_rate"``, the accuracy of always predicting the most frequent real value, for
+        categorical).
     """
-    def extremes(df: pd.DataFrame) -> pd.Series:
-        d = df[[public, sensitive]].dropna()
+    def complete(df: pd.DataFrame) -> pd.DataFrame:
+        return df[[public, sensitive]].dropna()
+
+    def extremes(d: pd.DataFrame, kk: int) -> pd.Series:
         order = np.argsort(d[public].to_numpy(float), kind="stable")
-        idx = np.r_[order[:k], order[-k:]] if len(order) >= 2 * k else order
+        idx = np.r_[order[:kk], order[len(order) - kk:]]
         return d[sensitive].iloc[idx].reset_index(drop=True)
 
-    r, s = extremes(real), extremes(synthetic)
-    n = min(len(r), len(s))
-    r, s = r.iloc[:n], s.iloc[:n]
+    # the same number of lowest and of highest records on both sides, paired rank to rank
+    cr, cs = complete(real), complete(synthetic)
+    kk = min(int(k), len(cr) // 2, len(cs) // 2)
+    r, s = extremes(cr, kk), extremes(cs, kk)
+    n = len(r)
     numeric = (pd.api.types.is_numeric_dtype(real[sensitive])
                and not pd.api.types.is_bool_dtype(real[sensitive])
                and real[sensitive].nunique() > 2)

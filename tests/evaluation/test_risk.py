@@ -211,3 +211,14 @@ def test_a_level_unseen_in_training_is_one_unit_away():
     train = pd.DataFrame({"g": ["a", "b"] * 50})
     d = distance_to_closest_record(train, pd.DataFrame({"g": ["new"] * 4}), train)
     np.testing.assert_allclose(np.asarray(d.to_train) ** 2, 1.0)
+
+
+def test_outlier_disclosure_pairs_lowest_with_lowest_when_the_synthetic_table_is_short():
+    """With fewer than 2k synthetic records both sides take the same number of lowest and of
+    highest records (the synthetic side used to take all its records against the real k lowest
+    then k highest)."""
+    p = np.arange(200.0)
+    real = pd.DataFrame({"p": p, "s": np.where(p < 100, "low", "high")})
+    syn = real.iloc[::4].reset_index(drop=True)  # 50 records: 25 low, 25 high
+    out = outlier_attribute_disclosure(real, syn, public="p", sensitive="s", k=50)
+    assert out["n_pairs"] == 50 and out["statistic"] == 1.0  # the old pairing gave 0.5
