@@ -404,7 +404,10 @@ def propensity_auc(
     level columns as categorical features) predicts which table each record came from; the AUC
     of its ``n_splits``-fold out-of-fold predictions is returned. 0.5: indistinguishable;
     1: every record is told apart. Unlike the logistic pMSE it picks up interactions and
-    non-linear differences.
+    non-linear differences. Well *below* 0.5 is not better than indistinguishable: it signals
+    records the two tables share (a held-out record's twin from the other table sits in the
+    training folds with the opposite label); a synthetic table that copies the real one
+    scores about 0.13. Read it together with the exact-copy share of the risk measures.
 
     Parameters
     ----------

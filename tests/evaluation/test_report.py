@@ -127,3 +127,12 @@ def test_evaluate_with_holdout(rng, tmp_path, capsys):
     assert "fully synthetic" in text and "DCR ratio" in text and "distinguishability" in text
     assert main(["evaluate", str(tmp_path / "real.csv"), str(tmp_path / "syn.csv"), "-o",
                  str(tmp_path / "hold.csv"), "--holdout", str(tmp_path / "hold.csv")]) == 2
+
+
+def test_an_auc_well_below_one_half_is_not_read_as_indistinguishable():
+    from bayesynth.evaluation.report import _at_a_glance
+
+    low = _at_a_glance({"propensity": {"auc_gbm": [0.13], "s_pmse": [1.0]}, "kind": "partially"})
+    assert "well below 0.5" in low[0]["sentence"] and "chance" not in low[0]["sentence"]
+    fair = _at_a_glance({"propensity": {"auc_gbm": [0.52], "s_pmse": [1.0]}, "kind": "partially"})
+    assert "hardly better than chance" in fair[0]["sentence"]
