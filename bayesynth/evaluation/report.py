@@ -23,6 +23,7 @@ from bayesynth._io import atomic_write_text
 from bayesynth.evaluation import plots
 from bayesynth.evaluation.regression import regression_inference
 from bayesynth.evaluation.risk import (
+    _record_keys,
     attribute_inference_risk,
     distance_to_closest_record,
     identification_risk,
@@ -355,9 +356,8 @@ def _fully_synthetic_risk(real, syns, results, sections, *, schema, known, sensi
                        singling_out_rate=so.rate_train, singling_out_control=so.rate_control,
                        singling_out_risk=so.risk)
         else:
-            keys = lambda df: pd.MultiIndex.from_frame(  # noqa: E731
-                df[cols].astype(object).where(df[cols].notna(), "<NA>").astype(str))
-            row["exact_copy_share"] = float(keys(s).isin(keys(real)).mean())
+            row["exact_copy_share"] = float(
+                _record_keys(s, cols).isin(_record_keys(real, cols)).mean())
         rows.append(row)
     df = pd.DataFrame(rows)
     df.index.name = "dataset"

@@ -136,3 +136,16 @@ def test_an_auc_well_below_one_half_is_not_read_as_indistinguishable():
     assert "well below 0.5" in low[0]["sentence"] and "chance" not in low[0]["sentence"]
     fair = _at_a_glance({"propensity": {"auc_gbm": [0.52], "s_pmse": [1.0]}, "kind": "partially"})
     assert "hardly better than chance" in fair[0]["sentence"]
+
+
+def test_the_reports_exact_copy_share_matches_across_numeric_dtypes():
+    """Without a hold-out the report counts exact copies with the risk module's record keys,
+    so a copy written back as float is still a copy."""
+    from bayesynth.evaluation.report import _fully_synthetic_risk
+
+    rng = np.random.default_rng(0)
+    real = pd.DataFrame({"a": rng.integers(0, 3, 50), "b": rng.integers(0, 100, 50)})
+    results: dict = {}
+    _fully_synthetic_risk(real, [real.astype(float)], results, [], schema=None, known=(),
+                          sensitive=None, holdout=None, random_seed=0)
+    assert results["fully_synthetic_risk"]["per_dataset"]["exact_copy_share"].iloc[0] == 1.0
