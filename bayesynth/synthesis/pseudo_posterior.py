@@ -537,19 +537,18 @@ class PseudoPosteriorSynthesizer(Synthesizer):
                 column="n_rows")
         post = self.idata_.posterior.stack(sample=("chain", "draw"))
         picks = select_draws(post.sizes["sample"], m, rng, distinct="required")
-        sub = post.isel(sample=picks)
-        sub = sub.drop_vars(["sample", "chain", "draw"]).rename(sample="draw").expand_dims(
-            "chain")
         n_obs = _n_records(self.model_, name)
         passes = 1 if n_rows is None else -(-int(n_rows) // n_obs)
-        parts = []
+        # each picked draw repeated once per pass: one posterior-predictive call gives every
+        # dataset passes x n fresh records at its own draw
+        sub = post.isel(sample=np.repeat(picks, passes))
+        sub = sub.drop_vars(["sample", "chain", "draw"]).rename(sample="draw").expand_dims(
+            "chain")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            for _ in range(passes):  # every pass: fresh records at the same m draws
-                pp = pm.sample_posterior_predictive(sub, model=self.model_, var_names=[name],
-                                                    random_seed=rng, progressbar=False)
-                parts.append(pp.posterior_predictive[name].values[0])  # (m, n)
-        y = np.concatenate(parts, axis=1)
+            pp = pm.sample_posterior_predictive(sub, model=self.model_, var_names=[name],
+                                                random_seed=rng, progressbar=False)
+        y = pp.posterior_predictive[name].values[0].reshape(m, passes * n_obs)
         col = getattr(self, "column_", None) or _name(self._data, name)
         out = []
         for k in range(m):
