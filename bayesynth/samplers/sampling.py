@@ -391,7 +391,9 @@ def sample(
                  if f"M_t{i}" in model.named_vars and model[f"M_t{i}"] in model.free_RVs}
         given = kwargs.get("initvals")
         if start and (given is None or isinstance(given, dict)):
-            kwargs["initvals"] = {**start, **(given or {})}
+            kwargs["initvals"] = [{**start, **draw, **(given or {})}
+                                  for draw in _dispersed_class_starts(model, chains,
+                                                                      random_seed)]
     extra = [] if step is None else list(step) if isinstance(step, list | tuple) else [step]
     found.extend(extra)
     kwargs.setdefault("compute_convergence_checks", False)
@@ -493,6 +495,40 @@ def _annotate(idata: az.InferenceData, model: pm.Model, copula: bool, spec: Any)
 def _retune(tune: int) -> int:
     """Return the iterations that re-tune the adaptive steps before an extension keeps draws."""
     return max(100, tune // 5)
+
+
+def _dispersed_class_starts(model: pm.Model, chains: int, random_seed: Any
+                            ) -> list[dict[str, np.ndarray]]:
+    """One prior draw of a latent class model's ``v`` and ``psi_<var>`` per chain.
+
+    Chains that all start at the prior means (every class alike, a saddle of the mixture)
+    would agree more than the posterior warrants: from dispersed starts R-hat can see the
+    separate modes the composite likelihood has. Variables whose prior was replaced keep
+    PyMC's start. The draws derive from ``random_seed`` without consuming a Generator.
+    """
+    import copy
+
+    from bayesynth.samplers.latent_class import conjugate_priors
+
+    if isinstance(random_seed, np.random.Generator):
+        rng = np.random.default_rng(copy.deepcopy(random_seed).integers(2**63))
+    elif random_seed is None:
+        rng = np.random.default_rng()
+    else:
+        rng = np.random.default_rng([*np.atleast_1d(random_seed).astype(np.int64).tolist(),
+                                     7919])
+    params, _ = conjugate_priors(model)
+    out = []
+    for _ in range(chains):
+        draw = {}
+        for name, prior in params.items():
+            if name == "v":
+                draw[name] = np.clip(rng.beta(*prior), 1e-6, 1 - 1e-6)
+            else:
+                g = np.maximum(rng.standard_gamma(prior[0]), 1e-12)
+                draw[name] = g / g.sum(1, keepdims=True)
+        out.append(draw)
+    return out
 
 
 def _extension_seed(random_seed: Any, ext: int, chains: int) -> Any:
