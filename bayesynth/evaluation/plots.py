@@ -12,6 +12,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from bayesynth.evaluation._values import as_text
+
 __all__ = [
     "plot_marginals",
     "plot_crosstab",
@@ -71,12 +73,12 @@ def plot_marginals(real: pd.DataFrame, synthetic: Sequence[pd.DataFrame], *,
             ax.hist(y, bins=bins, density=True, histtype="step", color=SYN, lw=2,
                     label="synthetic")
         else:
-            p = real[col].astype(object).fillna("<NA>").astype(str).value_counts(normalize=True)
-            q = pooled[col].astype(object).fillna("<NA>").astype(str).value_counts(
-                normalize=True)
+            p = as_text(real[col]).value_counts(normalize=True)
+            q = as_text(pooled[col]).value_counts(normalize=True)
             p, q = p.align(q, fill_value=0.0)
             if isinstance(real[col].dtype, pd.CategoricalDtype):  # keep the level order
-                order = [str(c) for c in real[col].cat.categories if str(c) in p.index]
+                cats = as_text(pd.Series(real[col].cat.categories))
+                order = [c for c in cats if c in p.index]
                 p = p.reindex(order + [i for i in p.index if i not in order]).iloc[:12]
             else:
                 p = p.sort_values(ascending=False).iloc[:12]

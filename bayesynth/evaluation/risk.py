@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numba
 import numpy as np
 import pandas as pd
+
+from bayesynth.evaluation._values import as_text
 
 __all__ = [
     "IdentificationRisk",
@@ -345,23 +346,7 @@ def outlier_attribute_disclosure(
     return {"statistic": acc, "kind": "accuracy", "n_pairs": n, "base_rate": base}
 
 
-def _text(s: pd.Series) -> pd.Series:
-    """Return a column's values as text, numbers written one way whatever their dtype.
-
-    1, 1.0, np.int64(1) and True all become "1" (and 2.5 "2.5"), so a record matches its copy
-    stored with another numeric dtype (an integer column written back as float, a categorical
-    of numbers); missing values become "<NA>".
-    """
-    def one(v: Any) -> str:
-        if v is None or (not isinstance(v, str) and pd.isna(v)):
-            return "<NA>"
-        if isinstance(v, (bool, np.bool_, int, np.integer, float, np.floating)):
-            x = float(v)
-            return str(int(x)) if x.is_integer() and abs(x) < 2.0**53 else repr(x)
-        return str(v)
-
-    return pd.Series([one(v) for v in s.astype(object).to_numpy()], index=s.index,
-                     dtype=object)
+_text = as_text
 
 
 def _mixed_encoder(train: pd.DataFrame, cols: Sequence[str], num: set):

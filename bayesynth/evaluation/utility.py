@@ -21,6 +21,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from bayesynth.evaluation._values import as_text
+
 __all__ = [
     "propensity_auc",
     "ecdf_distances",
@@ -287,7 +289,7 @@ def _design(real: pd.DataFrame, synthetic: pd.DataFrame, columns, schema) -> np.
             if miss.any():
                 parts.append(miss.to_numpy(float)[:, None])
         else:
-            d = pd.get_dummies(s.astype(object).fillna("<NA>").astype(str), drop_first=True)
+            d = pd.get_dummies(as_text(s), drop_first=True)
             if d.shape[1]:
                 parts.append(d.to_numpy(float))
     return np.hstack(parts) if parts else np.zeros((len(both), 0))
@@ -435,8 +437,7 @@ def propensity_auc(
             X[c] = pd.to_numeric(both[c], errors="coerce").astype(float)
             cat_mask.append(False)
         else:
-            codes = pd.factorize(both[c].astype(object).where(both[c].notna(), "<NA>")
-                                 .astype(str))[0]
+            codes = pd.factorize(as_text(both[c]))[0]
             # Many levels: keep the 250 most frequent (the classifier's limit), lump the rest.
             if codes.max() >= 250:
                 freq = np.bincount(codes)

@@ -115,3 +115,31 @@ def test_propensity_auc_near_half_for_one_law_and_near_one_when_shifted(rng):
     other = draw(1000)
     assert propensity_auc(real, other, random_seed=1) == propensity_auc(real, other,
                                                                         random_seed=1)
+
+
+def test_a_level_column_stored_as_float_is_the_same_level(rng):
+    """A level column of integers held as objects (as a column with a text code leaves it)
+    against the same levels as floats (0.0/1.0): the propensity models must not separate the
+    tables on the spelling "1" against "1.0" (before: S_pMSE 300 and AUC 1.0 for one law).
+    Two numeric dtypes were already unified by the stacking."""
+    from bayesynth.evaluation import propensity_auc
+
+    def draw(n):
+        return pd.DataFrame({"x": rng.normal(0, 1, n), "b": rng.integers(0, 2, n)})
+
+    real = draw(600).astype({"b": object})
+    syn = draw(600).astype({"b": float})
+    assert propensity_score_utility(real, syn).s_pmse < 6
+    assert propensity_auc(real, syn, random_seed=0) < 0.6
+
+
+def test_marginal_plot_puts_an_integer_level_and_its_float_copy_in_one_bar():
+    from bayesynth.evaluation.plots import plot_marginals
+
+    real = pd.DataFrame({"b": [0, 1, 1, 1]})
+    fig = plot_marginals(real, [real.astype(float)], columns=["b"], ncols=1)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels == ["1", "0"]
+    heights = [p.get_height() for p in ax.patches]
+    assert heights == [0.75, 0.25, 0.75, 0.25]
