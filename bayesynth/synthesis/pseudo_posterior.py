@@ -690,10 +690,14 @@ class PseudoPosteriorSynthesizer(Synthesizer):
         obj.diagnostics_ = PseudoPosteriorDiagnostics(
             mech, w, delta, local_epsilon(delta, nb), int(np.sum(w == 0)), n_cens, idata)
         obj.guarantee_ = obj.guarantee()
-        if mech == "weighted_e":  # the truncation was the caller's: say what is not checked
+        if mech == "weighted_e":  # the truncation was the caller's: check it on these draws
+            bound = censor_bound(eps, nb)
+            above = int(np.sum((w > 0) & (record_bounds(L) * w > bound)))
             obj.guarantee_ = replace(
-                obj.guarantee_, why=obj.guarantee_.why + "; from_posterior takes the model's "
-                "weights as given, without checking that the records above c carry weight 0")
+                obj.guarantee_, why=obj.guarantee_.why + (
+                    f"; checked on this posterior's draws: {above} record(s) of positive "
+                    f"weight have weight x max |log-likelihood| above c = {bound:.4g}"
+                    + (" (the truncation does not hold here)" if above else "")))
         obj.ledger_ = Ledger(nb)
         return obj
 

@@ -330,3 +330,31 @@ def test_n_rows_is_refused_for_records_with_their_own_parameters():
     assert len(syn.sample(random_seed=2)[0]) == 60
     with pytest.raises(InvalidParameterError, match="n_rows"):
         syn.sample(n_rows=30, random_seed=2)
+
+
+def test_from_posterior_checks_the_truncation_of_weighted_e_on_its_draws():
+    """A weighted model given as "weighted_e": the guarantee says how many records of
+    positive weight exceed the epsilon's bound c on the posterior's own draws (none for a
+    generous epsilon; some, and that the truncation does not hold, for a tiny one)."""
+    from bayesynth.models.pseudo_posterior import beta_mixture, record_loglik
+    from bayesynth.privacy.lipschitz import record_bounds
+
+    x = np.random.default_rng(3).beta(2, 5, 60)
+    w = np.linspace(0.2, 1.0, 60)
+    model = beta_mixture(x, w, None, n_components=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = bs.sample(model, draws=100, tune=200, chains=1, random_seed=2,
+                          progressbar=False)
+    s = record_bounds(record_loglik(model, idata, random_seed=0)) * w
+    for eps, expected in ((8 * s.max() + 1.0, 0), (2 * float(np.median(s)), None)):
+        syn = PseudoPosteriorSynthesizer.from_posterior(
+            model, idata, factory=beta_mixture, factory_kwargs={"n_components": 1},
+            mechanism="weighted_e", epsilon=eps)
+        why = syn.guarantee_.why
+        if expected == 0:
+            assert "0 record(s) of positive weight" in why and "does not hold" not in why
+        else:
+            above = int(np.sum(s > eps / 4))  # change-one neighbours: c = epsilon / 4
+            assert above > 0 and f"{above} record(s) of positive weight" in why
+            assert "does not hold" in why
