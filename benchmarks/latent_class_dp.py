@@ -14,11 +14,13 @@ with ``mbi`` is given (``--mbi-python``; mbi needs jax, so it lives in its own e
 Usage::
 
     python benchmarks/latent_class_dp.py [--epsilon 1.0] [--iterations 12000] [--burn 2000]
-        [--chains 1] [--mbi-python /path/to/venv-with-mbi/bin/python] [--skip-privbayes]
+        [--chains 1] [--centred-only] [--skip-privbayes]
+        [--mbi-python /path/to/venv-with-mbi/bin/python]
 
 With ``--chains 2`` (or more; one core each, up to the machine's) it also prints the mixing
 figures of ``benchmarks/README.md``: R-hat and bulk effective sample size of the table
-probabilities, and the count moves' acceptance rate. The NUTS comparison there was a separate
+probabilities, and the steps' acceptance rates; ``--centred-only`` leaves out the non-centred
+joint moves, for the comparison there. The NUTS comparison there was a separate
 run that this script does not reproduce (``tests/models/test_latent_class_dp.py`` checks the
 sampler against a NUTS reference on a small problem).
 """
@@ -119,7 +121,16 @@ def main() -> None:
     parser.add_argument("--mbi-python", default=None,
                         help="an interpreter with private-pgm (mbi) installed, for the peer")
     parser.add_argument("--skip-privbayes", action="store_true")
+    parser.add_argument("--centred-only", action="store_true",
+                        help="leave out the non-centred joint moves (the sampler before them)")
     args = parser.parse_args()
+    if args.centred_only:
+        import functools
+        import importlib
+
+        sampling = importlib.import_module("bayesynth.samplers.sampling")
+        sampling.latent_class_steps = functools.partial(sampling.latent_class_steps,
+                                                        non_centred=False)
     if not DATA.exists():
         raise SystemExit(f"{DATA} is absent: nothing to benchmark.")
     df = pd.read_csv(DATA)
