@@ -256,8 +256,11 @@ def sample(
     (NUTS for continuous variables). Initial values come from the model, without jitter, so the
     latent data start inside the constraint set. BART rank regressions get a seeded PGBART and
     the latent-data step (chains one after the other). Latent class models for private counts
-    get the count moves and the data-augmentation Gibbs step
-    (:mod:`bayesynth.samplers.latent_class`). Any other model (for example the pseudo
+    get the count moves, the data-augmentation Gibbs step and the non-centred joint moves
+    (:mod:`bayesynth.samplers.latent_class`); their true counts start at the noisy counts made
+    feasible and each chain's ``v`` and ``psi`` at its own prior draw (derived from
+    ``random_seed``), so that R-hat can see the separate modes of the composite likelihood.
+    Any other model (for example the pseudo
     posterior base models) is sampled by PyMC's default steps, with the BLAS and parallel-chain
     settings below.
 
