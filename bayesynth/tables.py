@@ -281,9 +281,32 @@ class SparseTable:
                    flat[idx].astype(np.int64), structural or StructuralZeros())
 
     def check(self) -> None:
-        """Refuse negative counts or records in structural cells."""
-        if np.any(self.counts < 0):
+        """Refuse malformed tables.
+
+        Negative counts, cells stored with a count of 0 (a stored zero would be taken for a
+        non-zero cell: no pseudocount in synthesis, a wrong size class in the tau metrics),
+        repeated, unsorted or out-of-range cell indices, and records in structural cells.
+        """
+        index = np.asarray(self.index)
+        counts = np.asarray(self.counts)
+        if index.shape != counts.shape or index.ndim != 1:
+            raise DataValidationError(
+                f"index and counts must be 1-d and of one length; got shapes {index.shape} and "
+                f"{counts.shape}.")
+        if np.any(counts < 0):
             raise DataValidationError("Counts must be non-negative.")
+        if np.any(counts == 0):
+            raise DataValidationError(
+                f"{int(np.sum(counts == 0))} cell(s) are stored with a count of 0 (linear "
+                f"indices {index[counts == 0][:5].tolist()}...): a SparseTable lists only its "
+                "non-zero cells. Drop them; an empty cell is a random zero (or declare it a "
+                "structural zero).")
+        if len(index) and (index.min() < 0 or index.max() >= self.n_cells):
+            raise DataValidationError(f"Cell indices must lie in 0..{self.n_cells - 1}.")
+        if np.any(np.diff(index) <= 0):
+            raise DataValidationError(
+                "Cell indices must be sorted and distinct: add up the counts of repeated cells "
+                "(microdata_to_table does).")
         if self.structural.blocks and self.structural.mask_codes(self.names,
                                                                  self.codes()).any():
             raise DataValidationError(

@@ -61,3 +61,28 @@ def test_bad_table_input_is_named():
         microdata_to_table(df.fillna("z").assign(b=[1, -2, 3]), ["a"], count="b")
     with pytest.raises(SchemaError, match=r"\['c'\]"):
         microdata_to_table(df.fillna("z"), ["a", "c"])
+
+
+@pytest.mark.parametrize("index,counts,match", [
+    ([0, 1, 5], [2, 1, 0], "count of 0"),
+    ([1, 0], [2, 1], "sorted and distinct"),
+    ([0, 0], [2, 1], "sorted and distinct"),
+    ([0, 6], [2, 1], "lie in 0..5"),
+    ([0, 1], [2], "one length"),
+])
+def test_a_malformed_sparse_table_is_refused(index, counts, match):
+    """A stored zero would pass for a non-zero cell (no pseudocount, and two size-0 classes in
+    the tau metrics: tau2(0) 0.667 instead of 0.167 on this table)."""
+    from bayesynth.errors import DataValidationError
+    from bayesynth.evaluation.tau_risk import expected_tau
+    from bayesynth.synthesis import synthesize_table
+    from bayesynth.tables import SparseTable
+
+    t = SparseTable(["a", "b"], {"a": [0, 1], "b": [0, 1, 2]}, np.array(index),
+                    np.array(counts))
+    with pytest.raises(DataValidationError, match=match):
+        t.check()
+    with pytest.raises(DataValidationError, match=match):
+        expected_tau(t, alpha=0.5, ks=(0, 1))
+    with pytest.raises(DataValidationError, match=match):
+        synthesize_table(t, alpha=0.5, random_seed=0)

@@ -33,6 +33,7 @@ __all__ = [
 
 def _size_distribution(table: SparseTable) -> tuple[np.ndarray, np.ndarray]:
     """Distinct original cell sizes j (0 = random zeros) and how many cells have each."""
+    table.check()
     sizes, n_j = np.unique(table.counts, return_counts=True)
     z = table.n_random_zeros()
     return np.r_[0, sizes], np.r_[z, n_j].astype(float)

@@ -6,12 +6,15 @@ Each cell's synthetic count is drawn from a count distribution centred on its ob
 * ``nbi``: negative binomial, mean f, variance f + sigma f^2;
 * ``pig``: Poisson-inverse-Gaussian, mean f, variance f + sigma f^2 (a Poisson whose rate is f times
   an inverse-Gaussian variable of mean 1 and variance sigma);
-* ``dpo``: Efron's (1986) double Poisson, mean about f and variance about f / theta; with
-  ``theta > 1`` it is *under*-dispersed, which Jackson et al. name as future work.
+* ``dpo``: Efron's (1986) double Poisson, mean about f and variance about f / theta when f is
+  not small; with ``theta > 1`` it is *under*-dispersed, which Jackson et al. name as future
+  work.
 
 Random zeros (empty cells that could hold records) get the pseudocount alpha > 0 as their
-mean (for Poisson, NBI and PIG; the double Poisson's mean at a small f is far below f: at
-f = 0.02 about 0.001 with theta = 2, so a random zero then almost never gets a record);
+mean (for Poisson, NBI and PIG). The double Poisson's mean at a small f is not f: with
+theta > 1 far below it (at f = 0.02 about 0.001 with theta = 2, so a random zero then almost
+never gets a record), with theta < 1 far above it (0.094 with theta = 0.5, 6.7 with
+theta = 0.01);
 structural zeros (impossible cells) stay zero (:func:`cell_means`). The probability functions
 (:func:`count_pmf`) serve the analytic tau metrics of :mod:`bayesynth.evaluation.tau_risk`; the
 draws (:func:`draw_counts`) the samplers of :mod:`bayesynth.synthesis.saturated` and the PyMC
@@ -106,15 +109,40 @@ def _pig_pmf(mu: float, sigma: float, kmax: int | None) -> np.ndarray:
         kmax *= 2
 
 
-def _dpo_pmf(mu: float, theta: float, kmax: int) -> np.ndarray:
-    """Efron's double Poisson, normalised numerically over 0..kmax."""
+def _dpo_kmax(mu: float, theta: float) -> int:
+    """Return a kmax beyond which Efron's double Poisson keeps under 1e-13 of its mass.
+
+    Starts at mu + 12 sqrt(mu / theta) + 20 (enough for theta >= 1) and doubles while the last
+    term is not negligible against the sum or the terms still grow: mu / theta understates
+    the spread when theta is small (theta = 0.01, mu = 0.02 puts 2% beyond that start).
+    """
+    kmax = int(np.ceil(mu + 12 * np.sqrt(mu / theta) + 20))
+    if mu == 0:
+        return kmax
+    while kmax < 10**8:
+        lp = _dpo_logterms(mu, theta, kmax)
+        top = lp.max()
+        total = top + np.log(np.exp(lp - top).sum())
+        if lp[-1] < lp[-2] and lp[-1] - total < np.log(1e-15) - np.log(kmax + 1):
+            return kmax
+        kmax *= 2
+    return kmax
+
+
+def _dpo_logterms(mu: float, theta: float, kmax: int) -> np.ndarray:
+    """Unnormalised log probabilities of Efron's double Poisson at 0..kmax."""
     y = np.arange(kmax + 1, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         logy = np.where(y > 0, np.log(np.maximum(y, 1e-300)), 0.0)
-        lp = (0.5 * np.log(theta) - theta * mu - y + y * logy - gammaln(y + 1)
-              + theta * y * (1 + np.log(max(mu, 1e-300)) - logy))
+        return (0.5 * np.log(theta) - theta * mu - y + y * logy - gammaln(y + 1)
+                + theta * y * (1 + np.log(max(mu, 1e-300)) - logy))
+
+
+def _dpo_pmf(mu: float, theta: float, kmax: int) -> np.ndarray:
+    """Efron's double Poisson, normalised numerically over 0..kmax."""
     if mu == 0:
-        lp = np.where(y == 0, 0.0, -np.inf)
+        return np.where(np.arange(kmax + 1) == 0, 1.0, 0.0)
+    lp = _dpo_logterms(mu, theta, kmax)
     p = np.exp(lp - lp.max())
     return p / p.sum()
 
@@ -128,8 +156,9 @@ def count_pmf(family: str, mu: float, sigma: float = 0.0, kmax: int | None = Non
     defaults to a value beyond which the tail is negligible.
 
     Efron's double Poisson has mean and variance close to mu and mu / theta only when mu is not
-    small (for mu = 0.2 and theta = 3 the mean is well below 0.2); its pmf is normalised
-    numerically.
+    small (for mu = 0.2 and theta = 3 the mean is well below 0.2; for mu = 0.02 and
+    theta = 0.5 it is 0.094); its pmf is normalised numerically over 0..kmax, whose default
+    grows until the tail beyond it is below 1e-13.
 
     Parameters
     ----------
@@ -155,8 +184,12 @@ def count_pmf(family: str, mu: float, sigma: float = 0.0, kmax: int | None = Non
     dist = _scipy_family(family, mu, sigma)
     if kmax is None:
         # beyond the point whose upper tail is below 1e-12 (NBI tails are long when sigma is big)
-        kmax = (int(dist.isf(1e-12)) + 1 if dist is not None and mu > 0
-                else int(np.ceil(mu + 12 * np.sqrt(var) + 20)))
+        if dist is not None and mu > 0:
+            kmax = int(dist.isf(1e-12)) + 1
+        elif family == "dpo" and sigma > 0:
+            kmax = _dpo_kmax(float(mu), float(sigma))
+        else:
+            kmax = int(np.ceil(mu + 12 * np.sqrt(var) + 20))
     k = np.arange(kmax + 1)
     if dist is not None:
         return dist.pmf(k)

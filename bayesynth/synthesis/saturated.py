@@ -92,9 +92,10 @@ def synthesize_table(
         Dispersion (variance f + sigma f^2 for nbi and pig) or, for ``dpo``, the precision
         theta (variance about f / theta).
     alpha : float
-        Pseudocount: the mean of each random zero's synthetic count (Poisson, NBI, PIG; far
-        less for the double Poisson, whose mean at small f is far below f). Structural zeros
-        stay 0.
+        Pseudocount: the mean of each random zero's synthetic count (Poisson, NBI, PIG). The
+        double Poisson's mean at a small f is not f: far below it when theta > 1 (about 0.001
+        at f = 0.02, theta = 2), far above it when theta < 1 (0.094 at f = 0.02, theta = 0.5).
+        Structural zeros stay 0.
     random_seed : int or Generator, optional
 
     Returns
@@ -175,8 +176,8 @@ class SaturatedCountSynthesizer(Synthesizer):
     sigma : float, default 0
         Dispersion (nbi, pig: variance f + sigma f^2) or the double Poisson's precision theta.
     alpha : float, default 0
-        Pseudocount: the mean synthetic count of each random zero (Poisson, NBI, PIG; far
-        less for the double Poisson).
+        Pseudocount: the mean synthetic count of each random zero (Poisson, NBI, PIG; for the
+        double Poisson far less when theta > 1 and far more when theta < 1).
     output : {"microdata", "table"}, default "microdata"
         What :meth:`sample` returns: records (one row per unit of count, categorical columns,
         :func:`~bayesynth.tables.table_to_microdata`) or the table (one row per non-zero cell
