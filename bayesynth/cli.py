@@ -159,6 +159,28 @@ def _check_outputs(inputs: Sequence[Path], outputs: Sequence[Path], overwrite: b
             )
 
 
+def _check_model_dir(path: Path, keep: Sequence[Path], overwrite: bool) -> None:
+    """Refuse a ``--save-model`` folder that would destroy a file (checked before fitting).
+
+    Saving replaces the whole folder, so it must not be a file, hold an input or an output of
+    this run, or (without ``--overwrite``) exist at all.
+    """
+    target = path.resolve()
+    if path.exists() and not path.is_dir():
+        raise OutputExistsError(
+            f"--save-model '{path}' is a file; give the path of a folder to create.")
+    for p in keep:
+        q = p.resolve()
+        if q == target or target in q.parents:
+            raise OutputExistsError(
+                f"--save-model '{path}' would replace the folder holding '{p}', a file of this "
+                "run; choose another folder.")
+    if path.exists() and not overwrite:
+        raise OutputExistsError(
+            f"--save-model '{path}' exists (saving replaces the whole folder). Remove it, "
+            "choose another folder, or pass --overwrite.")
+
+
 def _for_csv(df: pd.DataFrame, like: pd.DataFrame | None = None, schema=None) -> pd.DataFrame:
     """Return the table as it should be written to CSV.
 
@@ -269,6 +291,8 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
     inputs = [Path(args.input)] + ([Path(args.schema)] if args.schema else [])
     outputs = output_paths(args.output, args.m)
     _check_outputs(inputs, outputs, args.overwrite)
+    if args.save_model:
+        _check_model_dir(Path(args.save_model), inputs + list(outputs), args.overwrite)
     df = read_table(args.input)
     schema = Schema.from_json(Path(args.schema)) if args.schema else None
     if schema is not None:
@@ -382,8 +406,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     inputs = [Path(args.real)] + [Path(p) for p in args.synthetic]
     if args.holdout is not None:
         inputs.append(Path(args.holdout))
-    if args.ledger is not None and not Path(args.ledger).is_file():
-        raise InputTypeError(f"--ledger: no such file '{args.ledger}'.")
+    if args.ledger is not None:
+        if not Path(args.ledger).is_file():
+            raise InputTypeError(f"--ledger: no such file '{args.ledger}'.")
+        inputs.append(Path(args.ledger))
     _check_outputs(inputs, [out, out.with_suffix(".json")], overwrite=True)
     real = read_table(args.real)
     syns = [read_table(p) for p in args.synthetic]
@@ -450,7 +476,8 @@ def _parser() -> argparse.ArgumentParser:
                    "rank regressions (Feldman & Kowal, section 5)")
     s.add_argument("--bart-trees", type=int, default=200, help="trees per BART target")
     s.add_argument("--seed", type=int, default=None, help="random seed (reproducible output)")
-    s.add_argument("--save-model", help="also save the fitted synthesizer to this directory")
+    s.add_argument("--save-model", help="also save the fitted synthesizer to this directory "
+                   "(created; an existing one is replaced only with --overwrite)")
     s.add_argument("--overwrite", action="store_true", help="replace existing output files")
     s.add_argument("--quiet", action="store_true", help="no progress bars or messages")
     s.set_defaults(func=_cmd_synthesize)

@@ -211,3 +211,30 @@ def test_cli_saturate_writes_tables_and_microdata(tmp_path, capsys):
     assert main(["saturate", str(src), "-o", str(tmp_path / "x.csv"), "--count", "count",
                  "--max-risk", "0.0001"]) == 2
     assert "tau_4(1)" in capsys.readouterr().err
+
+
+def test_save_model_never_replaces_a_folder_or_file_unasked(csv, tmp_path, capsys):
+    """--save-model replaces its whole folder, so it is checked before fitting: the folder
+    holding the input, an existing folder (without --overwrite) and a file are refused, and
+    nothing is written (before, the input's folder was deleted)."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    data = project / "data.csv"
+    data.write_bytes(csv.read_bytes())
+    (project / "notes.txt").write_text("important")
+    base = ["synthesize", str(data), "--draws", "20", "--chains", "1", "--quiet"]
+    out = tmp_path / "o.csv"
+    assert main(base + ["-o", str(out), "--save-model", str(project), "--overwrite"]) == 2
+    assert "a file of this run" in capsys.readouterr().err
+    other = tmp_path / "old_model"
+    other.mkdir()
+    (other / "keep.txt").write_text("keep")
+    assert main(base + ["-o", str(out), "--save-model", str(other)]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    a_file = tmp_path / "existing.txt"
+    a_file.write_text("x")
+    assert main(base + ["-o", str(out), "--save-model", str(a_file), "--overwrite"]) == 2
+    assert "is a file" in capsys.readouterr().err
+    assert sorted(p.name for p in project.iterdir()) == ["data.csv", "notes.txt"]
+    assert (other / "keep.txt").read_text() == "keep" and a_file.read_text() == "x"
+    assert not out.exists()

@@ -76,6 +76,11 @@ def test_report_shows_the_privacy_ledger(rng, tmp_path):
     assert saved["privacy_ledger"]["total_epsilon"] == 1.5
     assert main(["evaluate", str(tmp_path / "real.csv"), str(tmp_path / "syn.csv"), "-o",
                  str(out), "--ledger", str(tmp_path / "nope.json")]) == 2
+    # a report named like its ledger would write its JSON over the ledger: refused
+    before = path.read_bytes()
+    assert main(["evaluate", str(tmp_path / "real.csv"), str(tmp_path / "syn.csv"), "-o",
+                 str(tmp_path / "ledger.html"), "--ledger", str(path)]) == 2
+    assert path.read_bytes() == before and not (tmp_path / "ledger.html").exists()
 
 
 def _fresh(rng, n):
