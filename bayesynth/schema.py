@@ -510,12 +510,22 @@ def _special_codes(x: np.ndarray) -> np.ndarray:
 
 
 def _decimals(x: np.ndarray, most: int = 6) -> int | None:
-    """Decimal places of the values (None: more than ``most``)."""
-    for d in range(most + 1):
-        scaled = x * 10.0**d
-        if np.all(np.abs(scaled - np.round(scaled)) < 1e-6):
-            return d
-    return None
+    """Decimal places of the values as written (None: more than ``most``).
+
+    Read from each distinct value's shortest round-trip decimal form, so the count does not
+    depend on the values' size: 1e-7 has 7 places (not 0, which would round every value to
+    0) and 1234567890.12 has 2 (not 3).
+    """
+    x = np.asarray(x, dtype=float)
+    x = np.unique(x[np.isfinite(x)])
+    places = 0
+    for v in x:
+        text = np.format_float_positional(v, unique=True, trim="-")
+        if "." in text:
+            places = max(places, len(text.split(".", 1)[1]))
+            if places > most:
+                return None
+    return places
 
 
 def value_part(s: pd.Series, col: ColumnSchema) -> pd.Series:

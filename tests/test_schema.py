@@ -227,3 +227,17 @@ def test_declared_categories_survive_when_only_two_are_observed():
     assert schema["c"].type == "categorical" and schema["c"].levels == ("lo", "hi", "unused")
     assert schema["o"].type == "ordinal" and schema["o"].levels == ("lo", "mid", "hi")
     assert schema["b"].type == "binary"  # two declared, two observed: binary as before
+
+
+def test_decimals_are_read_from_the_values_as_written_whatever_their_size():
+    """An absolute tolerance gave 0 places to values below 1e-6 (every synthetic value then
+    rounded to 0) and 3 to 1234567890.12."""
+    from bayesynth.schema import infer_schema
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"conc": rng.uniform(1e-7, 9e-7, 60),
+                       "big": np.round(rng.uniform(1e9, 3e9, 60), 2),
+                       "money": np.round(rng.uniform(10, 5000, 60), 2)})
+    schema = infer_schema(df)
+    assert schema["conc"].decimals is None  # more than 6 places: no rounding
+    assert schema["big"].decimals == 2 and schema["money"].decimals == 2
