@@ -329,7 +329,8 @@ def suggest_rules(df: pd.DataFrame, *, min_records: int = 20, min_share: float =
     the other records, the rule "B == v if A == a" is suggested (v must not be B's only value
     anyway). A column with more distinct values (a measurement, a year) takes part through its
     missing values alone: "weight is missing if height is" (a missing value of A counts as a
-    level a). The strongest ``max_rules`` are returned, most records first.
+    level a). The strongest ``max_rules`` are returned, most records first. Date and
+    timestamp columns are left out (a rule's values are numbers or text).
 
     Values that go missing together matter to the copula: without the rule the model can only
     reproduce "B is missing whenever A is" with a latent correlation of 1 between the two
@@ -349,7 +350,9 @@ def suggest_rules(df: pd.DataFrame, *, min_records: int = 20, min_share: float =
     list of Rule
     """
     found: list[tuple[int, Rule]] = []
-    cols = list(df.columns)
+    # Date and timestamp columns take no part: a rule's values are JSON numbers or text, and
+    # a date value would be neither.
+    cols = [c for c in df.columns if not pd.api.types.is_datetime64_any_dtype(df[c].dtype)]
     keyed = {c: df[c].astype(object).where(df[c].notna(), None) for c in cols}
     for a in cols:
         sa = keyed[a]

@@ -238,3 +238,17 @@ def test_save_model_never_replaces_a_folder_or_file_unasked(csv, tmp_path, capsy
     assert sorted(p.name for p in project.iterdir()) == ["data.csv", "notes.txt"]
     assert (other / "keep.txt").read_text() == "keep" and a_file.read_text() == "x"
     assert not out.exists()
+
+
+def test_schema_of_a_table_with_one_date_per_wave(tmp_path, capsys):
+    """One interview date per survey wave is a near-deterministic pattern; the suggested
+    rules must not hold dates (the schema JSON crashed on a Timestamp)."""
+    rng = np.random.default_rng(0)
+    wave = rng.choice(["w1", "w2", "w3"], 90)
+    dates = pd.Series(wave).map({"w1": "2020-03-01", "w2": "2021-03-01", "w3": "2022-03-01"})
+    path = tmp_path / "waves.csv"
+    pd.DataFrame({"wave": wave, "interview": dates, "x": rng.normal(size=90)}).to_csv(
+        path, index=False)
+    assert main(["schema", str(path)]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert {c["name"]: c["type"] for c in d["columns"]}["interview"] != "identifier"
