@@ -35,6 +35,8 @@ __all__ = ["main", "read_table", "output_paths"]
 DATE_FORMATS = ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d",
                 "%Y/%m/%d", "%d/%m/%Y", "%m/%d/%Y", "%d.%m.%Y", "%Y-%m")
 DELIMITERS = ",;\t|"
+#: Layouts that can read the same text as different dates.
+_AMBIGUOUS = {"%d/%m/%Y": "%m/%d/%Y", "%m/%d/%Y": "%d/%m/%Y"}
 
 
 def _sniff_delimiter(path: Path) -> str:
@@ -73,6 +75,12 @@ def _parse_dates(df: pd.DataFrame) -> dict[str, str]:
         for fmt in DATE_FORMATS:
             parsed = pd.to_datetime(values, format=fmt, errors="coerce")
             if parsed.notna().all():
+                other = _AMBIGUOUS.get(fmt)
+                if other and pd.to_datetime(values, format=other, errors="coerce").notna().all():
+                    raise BayesynthError(
+                        f"Column '{c}': every date reads both as {fmt} and as {other} (no day "
+                        "above 12), so which is the day cannot be told. Write the column as "
+                        "YYYY-MM-DD (or add a date with a day above 12).")
                 df[c] = pd.to_datetime(s, format=fmt)
                 formats[str(c)] = fmt
                 break

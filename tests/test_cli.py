@@ -252,3 +252,22 @@ def test_schema_of_a_table_with_one_date_per_wave(tmp_path, capsys):
     assert main(["schema", str(path)]) == 0
     d = json.loads(capsys.readouterr().out)
     assert {c["name"]: c["type"] for c in d["columns"]}["interview"] != "identifier"
+
+
+def test_dates_that_read_both_day_first_and_month_first_are_refused(tmp_path, capsys):
+    """US dates whose days are all <= 12 were read day-first without a word, and the
+    synthetic dates written back were impossible in the file's own layout."""
+    days = pd.date_range("2019-01-01", "2022-12-01", freq="MS")  # every day is 1
+    path = tmp_path / "us.csv"
+    pd.DataFrame({"when": days.strftime("%m/%d/%Y"), "x": np.arange(len(days))}).to_csv(
+        path, index=False)
+    out = tmp_path / "o.csv"
+    assert main(["synthesize", str(path), "-o", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "'when'" in err and "YYYY-MM-DD" in err and not out.exists()
+    # one day above 12 settles it
+    ok = tmp_path / "ok.csv"
+    pd.DataFrame({"when": ["01/13/2020", "02/01/2020"], "x": [1, 2]}).to_csv(ok, index=False)
+    from bayesynth.cli import read_table
+
+    assert read_table(ok).attrs["date_formats"] == {"when": "%m/%d/%Y"}
