@@ -109,19 +109,35 @@ def read_table(path: str | Path) -> pd.DataFrame:
     Raises
     ------
     bayesynth.errors.BayesynthError
-        The file is absent or empty, or has duplicate column names.
+        The file is absent, empty, not UTF-8 or not parseable as CSV, or has duplicate
+        column names.
     """
     path = Path(path)
     if not path.exists():
         raise BayesynthError(f"Input file '{path}' does not exist.")
-    sep = _sniff_delimiter(path)
-    names = _header(path, sep)
+    try:
+        sep = _sniff_delimiter(path)
+        names = _header(path, sep)
+    except UnicodeDecodeError as err:
+        raise BayesynthError(f"Input file '{path}' cannot be read as a UTF-8 CSV file: "
+                             f"{err}. Save it as UTF-8.") from err
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise BayesynthError(
             f"Input file '{path}' has duplicate column names {dup}. Rename them so that every "
             "column has its own name.")
-    df = pd.read_csv(path, sep=sep, keep_default_na=False, na_values=[""])
+    try:
+        df = pd.read_csv(path, sep=sep, keep_default_na=False, na_values=[""])
+        numeric = [c for c in df.columns if pd.api.types.is_numeric_dtype(df[c].dtype)]
+        if numeric:  # zero-padded codes ("01", "007") are labels: keep them as written
+            raw = pd.read_csv(path, sep=sep, keep_default_na=False, na_values=[""], dtype=str,
+                              usecols=numeric)
+            for c in numeric:
+                if raw[c].dropna().str.match(r"^-?0\d").any():
+                    df[c] = raw[c]
+    except (pd.errors.ParserError, UnicodeDecodeError) as err:
+        raise BayesynthError(f"Input file '{path}' cannot be read as a UTF-8 CSV file: "
+                             f"{err}") from err
     if df.shape[1] == 1:
         print(f"bayesynth: note: '{path}' has a single column (no ',', ';', tab or '|' "
               "delimiter found in its first lines).", file=sys.stderr)
@@ -202,13 +218,21 @@ def _for_csv(df: pd.DataFrame, like: pd.DataFrame | None = None, schema=None) ->
         if pd.api.types.is_datetime64_any_dtype(s.dtype):
             out[c] = s.dt.strftime(formats.get(str(c), "%Y-%m-%d %H:%M:%S"))
             continue
+        if str(c) in formats:  # dates held as labels (a saturated table's levels)
+            out[c] = pd.to_datetime(s.astype(object)).dt.strftime(formats[str(c)])
+            continue
+        if isinstance(s.dtype, pd.CategoricalDtype) and pd.api.types.is_float_dtype(
+                s.cat.categories.dtype):
+            s = s.astype(float)
         if not pd.api.types.is_float_dtype(s.dtype):
             continue
         col = schema[c] if schema is not None and c in schema else None
         x = s.to_numpy(dtype=float)
         finite = np.isfinite(x)
-        if (col is not None and col.integer) or (
-                col is None and finite.any() and np.all(x[finite] == np.round(x[finite]))):
+        whole = bool(finite.any() and np.all(x[finite] == np.round(x[finite])))
+        if (col is not None and col.integer) or (whole and (
+                col is None or col.decimals == 0
+                or col.type not in ("count", "continuous"))):
             out[c] = s.round().astype("Int64")
         elif col is not None and col.decimals is not None:
             out[c] = s.round(col.decimals)

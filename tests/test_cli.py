@@ -271,3 +271,39 @@ def test_dates_that_read_both_day_first_and_month_first_are_refused(tmp_path, ca
     from bayesynth.cli import read_table
 
     assert read_table(ok).attrs["date_formats"] == {"when": "%m/%d/%Y"}
+
+
+def test_codes_keep_their_spelling_in_the_output(tmp_path, capsys):
+    """Whole-number level codes with missing values come back without ".0", zero-padded codes
+    keep their zeros (they are labels), and saturate writes dates in the input's layout."""
+    rng = np.random.default_rng(1)
+    n = 120
+    sex = rng.choice(["1", "2", ""], n, p=[0.45, 0.45, 0.1])
+    region = rng.choice(["01", "02", "07"], n)
+    src = tmp_path / "codes.csv"
+    pd.DataFrame({"sex": sex, "region": region, "x": np.round(rng.normal(50, 10, n), 1)}
+                 ).to_csv(src, index=False)
+    out = tmp_path / "o.csv"
+    assert main(["synthesize", str(src), "-o", str(out), "--draws", "20", "--chains", "1",
+                 "--seed", "1", "--quiet"]) == 0
+    syn = pd.read_csv(out, dtype=str, keep_default_na=False)
+    assert set(syn["sex"]) <= {"1", "2", ""}
+    assert set(syn["region"]) <= {"01", "02", "07"}
+    # saturate: dates are written back as the input wrote them
+    months = rng.choice(["01/01/2020", "15/03/2020", "20/06/2021"], 400)
+    cells = tmp_path / "months.csv"
+    pd.DataFrame({"month": months, "g": rng.choice(["a", "b"], 400)}).to_csv(cells,
+                                                                            index=False)
+    for extra in ([], ["--microdata"]):
+        sat = tmp_path / f"sat{len(extra)}.csv"
+        assert main(["saturate", str(cells), "-o", str(sat), "--seed", "2", "--quiet",
+                     *extra]) == 0
+        got = pd.read_csv(sat, dtype=str)["month"]
+        assert set(got) <= {"01/01/2020", "15/03/2020", "20/06/2021"}, set(got)
+
+
+def test_an_unreadable_file_is_a_clear_error(tmp_path, capsys):
+    bad = tmp_path / "latin1.csv"
+    bad.write_bytes("name,x\nJos\xe9,1\nAna,2\n".encode("latin-1"))
+    assert main(["schema", str(bad)]) == 2
+    assert "cannot be read as a UTF-8 CSV" in capsys.readouterr().err
