@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import field
 
 import numba
 import numpy as np
@@ -35,7 +36,8 @@ import pytensor
 import pytensor.tensor as pt
 from pymc.model import modelcontext
 from pymc.pytensorf import inputvars
-from pymc.step_methods.compound import BlockedStep, Competence
+from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
+from pymc.step_methods.state import dataclass_state
 from pymc.util import get_random_generator
 from pytensor.tensor.random.basic import BetaRV, DirichletRV
 
@@ -553,6 +555,19 @@ def joint_moves(y, M, noisy, log_q, chol, z, log_u, k, levels, psi_off, a_v, b_v
     return accepted
 
 
+@dataclass_state
+class NonCentredState(StepMethodState):
+    """Sampling state of :class:`NonCentredCountsMetropolis`: the tune flag and the
+    adaptation (proposal shape, scale, tuning history), so that PyMC restores it for every
+    chain and chains run one after the other adapt independently, as in parallel."""
+
+    tune: bool = field(default=True)
+    _chol: np.ndarray
+    _log_scale: float
+    _history: list
+    _iteration: int
+
+
 class NonCentredCountsMetropolis(_LatentClassStep):
     """Random-walk moves of (pi, psi) that carry the true counts along (non-centred).
 
@@ -581,6 +596,7 @@ class NonCentredCountsMetropolis(_LatentClassStep):
     """
 
     name = "non_centred_counts_metropolis"
+    _state_class = NonCentredState
     stats_dtypes_shapes = {"tune": (bool, []), "accept_rate": (float, []),
                            "scale": (float, [])}
     target_accept = 0.234
