@@ -559,7 +559,8 @@ def joint_moves(y, M, noisy, log_q, chol, z, log_u, k, levels, psi_off, a_v, b_v
 class NonCentredState(StepMethodState):
     """Sampling state of :class:`NonCentredCountsMetropolis`: the tune flag and the
     adaptation (proposal shape, scale, tuning history), so that PyMC restores it for every
-    chain and chains run one after the other adapt independently, as in parallel."""
+    chain and chains run one after the other adapt independently, as in parallel.
+    """
 
     tune: bool = field(default=True)
     _chol: np.ndarray
