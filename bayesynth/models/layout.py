@@ -54,7 +54,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import ndtri
 
-from bayesynth.errors import TooManyLevelsError
+from bayesynth.errors import SchemaError, TooManyLevelsError
 from bayesynth.rules import rule_mask
 from bayesynth.schema import Schema, as_numbers, encode_levels
 
@@ -352,6 +352,11 @@ class LatentLayout:
                 codes_full = encode_levels(s, col)
                 observed = np.unique(codes_full[codes_full >= 0])
                 levels = [col.levels[c] for c in observed]
+                if any(isinstance(lv, str) and lv == MISSING_LEVEL for lv in levels):
+                    raise SchemaError(
+                        f"Column '{name}' has a level spelled {MISSING_LEVEL!r}, the label "
+                        "bayesynth keeps for missing values; rename that level (or make it "
+                        "missing).", column=name)
                 remap = np.full(len(col.levels), -1, dtype=np.int64)
                 remap[observed] = np.arange(len(observed))
                 codes = np.where(codes_full >= 0, remap[np.maximum(codes_full, 0)], -1)

@@ -557,9 +557,11 @@ def joint_moves(y, M, noisy, log_q, chol, z, log_u, k, levels, psi_off, a_v, b_v
 
 @dataclass_state
 class NonCentredState(StepMethodState):
-    """Sampling state of :class:`NonCentredCountsMetropolis`: the tune flag and the
-    adaptation (proposal shape, scale, tuning history), so that PyMC restores it for every
-    chain and chains run one after the other adapt independently, as in parallel.
+    """Sampling state of :class:`NonCentredCountsMetropolis`.
+
+    The tune flag and the adaptation (proposal shape, scale, tuning history), so that PyMC
+    restores it for every chain and chains run one after the other adapt independently, as
+    in parallel.
     """
 
     tune: bool = field(default=True)

@@ -123,8 +123,8 @@ def _valid(z_cat: np.ndarray, blocks, offsets: np.ndarray, codes: np.ndarray | N
         lev = _block_levels(block, z_cat[:, offsets[b]:offsets[b + 1]])
         ok &= lev >= 0
         found[:, b] = np.maximum(lev, 0)
-    if codes is not None:
-        ok &= np.all(found == codes, axis=1)
+    if codes is not None:  # a code of -1 leaves its block free (any level)
+        ok &= np.all((found == codes) | (codes < 0), axis=1)
     return ok, found
 
 
@@ -133,6 +133,10 @@ def _gibbs_categorical(rng, a_c, L_c, s_c, blocks, offsets, n_rows, codes, n_swe
     k = L_c.shape[1]
     fixed = codes is not None
     codes_out = codes.copy() if fixed else np.zeros((n_rows, len(blocks)), dtype=np.int64)
+    # rows whose given code is -1 draw that block's level like unfixed rows
+    free = codes_out < 0 if fixed else np.ones((n_rows, len(blocks)), dtype=bool)
+    for b, block in enumerate(blocks):  # free rows start at a valid level
+        codes_out[free[:, b], b] = block.reference if block.likelihood == "mnp" else 0
     prec_c = 1.0 / s_c**2
     eta = np.zeros((n_rows, k))
     z_cat = np.zeros((n_rows, len(a_c)))
@@ -152,11 +156,12 @@ def _gibbs_categorical(rng, a_c, L_c, s_c, blocks, offsets, n_rows, codes, n_swe
         mean = a_c + eta @ L_c.T
         for b, block in enumerate(blocks):
             sl = slice(offsets[b], offsets[b + 1])
-            if not fixed and block.likelihood == "rpl":
+            if free[:, b].any() and block.likelihood == "rpl":
                 t = mean[:, sl] / s_c[sl]
                 logit = log_ndtr(t) - log_ndtr(-t)
                 gumbel = -np.log(-np.log(rng.random(logit.shape)))
-                codes_out[:, b] = np.argmax(logit + gumbel, axis=1)
+                drawn = np.argmax(logit + gumbel, axis=1)
+                codes_out[:, b] = np.where(free[:, b], drawn, codes_out[:, b])
             if block.likelihood == "mnp":
                 if not fixed:  # the utilities are unconstrained: the level follows from them
                     z_cat[:, sl] = mean[:, sl] + s_c[sl] * rng.standard_normal(
@@ -176,6 +181,11 @@ def _gibbs_categorical(rng, a_c, L_c, s_c, blocks, offsets, n_rows, codes, n_swe
                     upper = np.where(own == c, np.inf, np.where(own < 0, 0.0, win))
                     z_cat[:, j] = truncnorm(rng, mean[:, j], np.full(n_rows, s_c[j]), lower,
                                             upper)
+                rel = free[:, b]
+                if rel.any():  # free rows: unconstrained utilities, the level follows
+                    z_cat[rel, sl] = mean[rel, sl] + s_c[sl] * rng.standard_normal(
+                        (int(rel.sum()), sl.stop - sl.start))
+                    codes_out[rel, b] = _block_levels(block, z_cat[rel, sl])
             else:
                 positive = np.zeros((n_rows, sl.stop - sl.start), dtype=bool)
                 positive[rows, codes_out[:, b]] = True
@@ -665,8 +675,15 @@ class CopulaSynthesizer(Synthesizer):
                 keep = ~np.isnan(x) & ~rule_mask(df, schema.rules, o.name)
                 if not keep.any():
                     keep = ~np.isnan(x)
-                if not keep.any():  # only codes: a placeholder the code block always overrides
-                    x, keep = np.array([0.0]), np.array([True])
+                if not keep.any():
+                    # Only codes. With two or more among the free records a code block
+                    # decides every record; with one, no block exists and that code is
+                    # every record's value.
+                    raw = pd.to_numeric(df[o.name], errors="coerce").to_numpy(dtype=float)
+                    free_raw = raw[~np.isnan(raw) & ~rule_mask(df, schema.rules, o.name)]
+                    present = np.unique(free_raw if len(free_raw) else raw[~np.isnan(raw)])
+                    x = present[:1] if len(present) else np.array([0.0])
+                    keep = np.ones(len(x), dtype=bool)
                 self.marginals_[o.name] = fit_marginal(
                     x[keep], continuous=True, integer=bool(col.integer) or col.type == "count",
                     decimals=col.decimals)

@@ -430,3 +430,79 @@ def test_convergence_is_checked_with_the_synthesizers_categorical_margins(margin
     with pytest.raises(ValueError, match="categorical_margins"):
         bs.sample(bs.models.rank_probit_copula(df, n_factors=2), draws=5, tune=5,
                   categorical_margins="both", progressbar=False)
+
+
+def _quick(schema, categorical="model", n_factors=1):
+    return bs.CopulaSynthesizer(schema, n_factors=n_factors, categorical=categorical, draws=30,
+                                tune=30, chains=1, cores=1, max_extensions=0, random_seed=1,
+                                progressbar=False)
+
+
+def test_empirical_mode_leaves_a_block_free_where_the_real_record_shows_no_level():
+    """Real records whose block has no level (fixed by a rule on a count, or missing in a
+    column with special codes) gave combinations with code -1: decoded as a missing value
+    (37 of 150 records of a column without any) and a special code's share read too low
+    (0.20 for 0.27). The block is now drawn from the model for those combinations."""
+    from bayesynth.rules import Rule
+
+    rng = np.random.default_rng(2)
+    n = 150
+    kids = rng.choice([0, 1, 2, 3], n, p=[0.4, 0.3, 0.2, 0.1])
+    care = np.where(kids == 0, "none", rng.choice(["nursery", "family", "none"], n))
+    df = pd.DataFrame({"kids": kids, "care": care, "inc": rng.normal(50, 10, n).round(1)})
+    schema = bs.infer_schema(df, suggest=False).with_rules(
+        [Rule("care", "none", (("kids", (0,)),))])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        syn = _quick(schema, "empirical", 2).fit(df)
+    assert (syn.combos_ < 0).any()
+    out = pd.concat(syn.sample(m=3, random_seed=2))
+    assert out["care"].notna().all()
+    assert not ((out["kids"] == 0) & (out["care"] != "none")).any()
+    # special code -8 on 27% and missing on 21.5% of a count column
+    rng = np.random.default_rng(5)
+    n = 200
+    v = rng.integers(0, 30, n).astype(float)
+    r = rng.random(n)
+    v[r < 0.25] = -8
+    v[(r >= 0.25) & (r < 0.45)] = np.nan
+    df = pd.DataFrame({"hrs": v, "g": rng.choice(["a", "b"], n)})
+    schema = bs.infer_schema(df, suggest=False)
+    assert -8 in schema["hrs"].special_codes
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        syn = _quick(schema, "empirical").fit(df)
+    out = pd.concat(syn.sample(m=10, random_seed=2))
+    share, real = float((out["hrs"] == -8).mean()), float((df["hrs"] == -8).mean())
+    # 2000 synthetic records: binomial sd of the share about 0.01, plus the real sample's
+    assert abs(share - real) < 4 * np.sqrt(real * (1 - real) * (1 / len(out) + 1 / n))
+
+
+def test_a_column_of_one_special_code_outside_its_rule_keeps_that_code():
+    """Non-smokers are -8 by rule and every smoker is -9: no code block is needed, and the
+    value part used to be a placeholder 0 that no block overrode."""
+    import dataclasses
+
+    from bayesynth.rules import Rule
+    from bayesynth.schema import Schema
+
+    rng = np.random.default_rng(3)
+    smoke = rng.choice(["YES", "NO"], 120)
+    df = pd.DataFrame({"smoke": smoke, "nociga": np.where(smoke == "NO", -8, -9),
+                       "x": rng.normal(size=120).round(2)})
+    base = bs.infer_schema(df, suggest=False)
+    cols = [base[c] for c in base.names]
+    cols[1] = dataclasses.replace(cols[1], type="count", levels=None, special_codes=(-9, -8),
+                                  integer=True, decimals=0)
+    schema = Schema(cols, [Rule("nociga", -8, (("smoke", ("NO",)),))])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = _quick(schema).fit(df).sample(random_seed=2)[0]
+    assert set(out["nociga"]) <= {-8, -9}
+    assert (out.loc[out["smoke"] == "YES", "nociga"] == -9).all()
+
+
+def test_a_level_spelled_like_the_missing_label_is_refused():
+    df = pd.DataFrame({"a": ["<NA>", "yes", "no"] * 20, "x": np.arange(60.0)})
+    with pytest.raises(SchemaError, match="'a'.*rename"):
+        _quick(bs.infer_schema(df, suggest=False)).fit(df)
