@@ -90,7 +90,9 @@ def _parse_dates(df: pd.DataFrame) -> dict[str, str]:
 def read_table(path: str | Path) -> pd.DataFrame:
     """Read a CSV file the way a user means it.
 
-    * the delimiter (comma, semicolon, tab or bar) is detected;
+    * the delimiter (comma, semicolon, tab or bar) is detected; in a semicolon file, text
+      columns that are all numbers written with a decimal comma ("70,5") are numbers, and
+      output is written back with decimal commas;
     * duplicate column names are refused (pandas would rename them silently);
     * only empty fields are missing values (so labels such as "NA" or "None" stay labels);
     * text columns that are all dates or timestamps in one layout become datetime columns,
@@ -104,7 +106,8 @@ def read_table(path: str | Path) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        The table; ``df.attrs`` holds ``date_formats`` (column -> layout) and ``delimiter``.
+        The table; ``df.attrs`` holds ``date_formats`` (column -> layout), ``delimiter`` and
+        ``decimal``.
 
     Raises
     ------
@@ -138,11 +141,23 @@ def read_table(path: str | Path) -> pd.DataFrame:
     except (pd.errors.ParserError, UnicodeDecodeError) as err:
         raise BayesynthError(f"Input file '{path}' cannot be read as a UTF-8 CSV file: "
                              f"{err}") from err
+    decimal = "."
+    if sep == ";":  # semicolon files often write decimals with a comma ("70,5")
+        for c in df.columns:
+            s = df[c]
+            if not (s.dtype == object or pd.api.types.is_string_dtype(s.dtype)):
+                continue
+            text = s.dropna().astype(str)
+            if (not text.empty and text.str.fullmatch(r"-?\d+(,\d+)?").all()
+                    and text.str.contains(",").any()):
+                df[c] = pd.to_numeric(s.str.replace(",", ".", regex=False))
+                decimal = ","
     if df.shape[1] == 1:
         print(f"bayesynth: note: '{path}' has a single column (no ',', ';', tab or '|' "
               "delimiter found in its first lines).", file=sys.stderr)
     df.attrs["date_formats"] = _parse_dates(df)
     df.attrs["delimiter"] = sep
+    df.attrs["decimal"] = decimal
     return df
 
 
@@ -243,7 +258,8 @@ def _write_csv(df: pd.DataFrame, path: Path, like: pd.DataFrame | None = None,
                schema=None, sep: str | None = None) -> None:
     frame = _for_csv(df, like, schema)
     delim = sep or (like.attrs.get("delimiter", ",") if like is not None else ",")
-    atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False, sep=delim))
+    decimal = like.attrs.get("decimal", ".") if like is not None else "."
+    atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False, sep=delim, decimal=decimal))
 
 
 def _write_all(items: Sequence[tuple[pd.DataFrame, Path]], like: pd.DataFrame | None = None,

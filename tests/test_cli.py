@@ -307,3 +307,23 @@ def test_an_unreadable_file_is_a_clear_error(tmp_path, capsys):
     bad.write_bytes("name,x\nJos\xe9,1\nAna,2\n".encode("latin-1"))
     assert main(["schema", str(bad)]) == 2
     assert "cannot be read as a UTF-8 CSV" in capsys.readouterr().err
+
+
+def test_semicolon_file_with_decimal_commas(tmp_path):
+    """A European CSV: ';' between fields, ',' in decimals. The numbers are numbers (they
+    were labels of a categorical) and come back with decimal commas."""
+    from bayesynth.cli import read_table
+
+    rng = np.random.default_rng(0)
+    w = np.round(rng.normal(70, 10, 80), 1)
+    src = tmp_path / "eu.csv"
+    pd.DataFrame({"weight": w, "g": rng.choice(["a", "b"], 80)}).to_csv(
+        src, sep=";", decimal=",", index=False)
+    df = read_table(src)
+    assert pd.api.types.is_float_dtype(df["weight"]) and np.allclose(df["weight"], w)
+    out = tmp_path / "o.csv"
+    assert main(["synthesize", str(src), "-o", str(out), "--draws", "20", "--chains", "1",
+                 "--seed", "1", "--quiet"]) == 0
+    back = pd.read_csv(out, sep=";", decimal=",")
+    assert pd.api.types.is_float_dtype(back["weight"])
+    assert back["weight"].between(w.min(), w.max()).all()
