@@ -38,7 +38,7 @@ def _matrix_rows(post, name: str) -> pd.DataFrame:
     flat = da.values[:, :, iu[0], iu[1]]
     labels = [f"{name}[{names[i]}, {names[j]}]" for i, j in zip(*iu)]
     ds = az.convert_to_dataset({name: flat}, coords={"pair": labels}, dims={name: ["pair"]})
-    summ = az.summary(ds)
+    summ = az.summary(ds, round_to="none")  # rounded, 1.0149 would pass 1.01
     summ.index = labels
     levels = [str(v) for v in post.coords["level"].values] if "level" in post.coords else []
     summ["weak"] = same_variable_level_pairs(names, levels)[iu]
@@ -96,7 +96,9 @@ def diagnose(
     rhat_max : float, default 1.01
         Largest acceptable R-hat (Vehtari et al. 2021).
     ess_min : float, optional
-        Smallest acceptable bulk and tail ESS; default 100 per chain.
+        Smallest acceptable bulk and tail ESS; default 100 per chain. For a copula fit
+        (:func:`synthesis_diagnostics`) only R-hat and the bulk ESS are judged; the table
+        shows the tail ESS too.
     max_warnings : int, default 10
         Warnings listed individually; the rest are counted in a final line.
 
@@ -130,7 +132,7 @@ def diagnose(
         if _is_symmetric_matrix(post[name]):
             parts.append(_matrix_rows(post, name))
         else:
-            summ = az.summary(idata, var_names=[name])
+            summ = az.summary(idata, var_names=[name], round_to="none")
             summ["weak"] = name == "alpha_scaled"
             parts.append(summ)
     table = pd.concat(parts) if parts else pd.DataFrame()
@@ -142,7 +144,7 @@ def diagnose(
         for label, row in strong.iterrows():
             r = row.get("r_hat", np.nan)
             if n_chains > 1 and np.isfinite(r) and r > rhat_max:
-                problems.append(((0, -r), f"R-hat {r:.2f} for {label}: run more draws"))
+                problems.append(((0, -r), f"R-hat {r:.3f} for {label}: run more draws"))
             for kind in ("bulk", "tail"):
                 e = row.get(f"ess_{kind}", np.nan)
                 if np.isfinite(e) and e < ess_min:
@@ -151,8 +153,7 @@ def diagnose(
     problems.sort(key=lambda t: t[0])
     msgs = [m for _, m in problems[:max_warnings]]
     if len(problems) > max_warnings:
-        msgs.append(f"... and {len(problems) - max_warnings} more quantities below the "
-                    "thresholds")
+        msgs.append(f"... and {len(problems) - max_warnings} more warnings")
     return Diagnosis(table=table, warnings=msgs)
 
 
@@ -368,7 +369,6 @@ def synthesis_diagnostics(
     problems.sort(key=lambda t: t[0])
     msgs = [m for _, m in problems[:max_warnings]]
     if len(problems) > max_warnings:
-        msgs.append(f"... and {len(problems) - max_warnings} more quantities below the "
-                    "thresholds")
+        msgs.append(f"... and {len(problems) - max_warnings} more warnings")
     return SynthesisDiagnosis(table, msgs, thin)
 

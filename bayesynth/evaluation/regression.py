@@ -89,14 +89,19 @@ def standardized_squared_error(beta_obs, sd_obs, beta_syn):
     return (beta_obs - beta_syn) ** 2 / sd_obs**2
 
 
-def _standardize(df: pd.DataFrame, response: str) -> pd.DataFrame:
+def _standardize(df: pd.DataFrame, response: str, like: pd.DataFrame | None = None
+                 ) -> pd.DataFrame:
+    """Standardise numeric predictors with the mean and sd of ``like`` (default ``df``)."""
+    like = df if like is None else like
     out = df.copy()
     for c in out.columns:
         s = out[c]
-        if (c != response and pd.api.types.is_numeric_dtype(s)
-                and not pd.api.types.is_bool_dtype(s) and s.nunique() > 2):
-            sd = s.std()
-            out[c] = (s - s.mean()) / (sd if sd > 0 else 1.0)
+        ref = like[c] if c in like.columns else s
+        if (c != response and pd.api.types.is_numeric_dtype(ref)
+                and not pd.api.types.is_bool_dtype(ref) and ref.nunique() > 2
+                and pd.api.types.is_numeric_dtype(s)):
+            sd = ref.std()
+            out[c] = (s - ref.mean()) / (sd if sd > 0 else 1.0)
     return out
 
 
@@ -107,6 +112,7 @@ def fit_regression(
     method: str = "ols",
     level: float = 0.95,
     spec=None,
+    scale_from: pd.DataFrame | None = None,
     draws: int = 1000,
     tune: int = 1000,
     chains: int = 2,
@@ -115,9 +121,12 @@ def fit_regression(
 ) -> tuple[pd.DataFrame, object]:
     """Fit a linear regression and return one row per coefficient.
 
-    Numeric predictors with more than two values are standardised (mean 0, sd 1) within
-    ``data`` before the design matrix is built, so coefficients are per standard deviation and
-    interactions are products of standardised variables.
+    Numeric predictors with more than two values are standardised (mean 0, sd 1) before the
+    design matrix is built, with the mean and sd of ``scale_from`` (default ``data``), so
+    coefficients are per standard deviation and interactions are products of standardised
+    variables. Synthetic tables compared with a real one must be standardised with the real
+    table's mean and sd (:func:`regression_inference` does): with their own, noise in a
+    predictor's sd would show as a coefficient disagreement.
 
     Parameters
     ----------
@@ -131,6 +140,9 @@ def fit_regression(
     level : float, default 0.95
     spec : formulaic ModelSpec, optional
         Reuse the design of another fit (so that synthetic data get the real data's columns).
+    scale_from : pandas.DataFrame, optional
+        The table whose means and sds standardise the predictors (the real data, for a
+        synthetic table); ``data`` itself by default.
     draws, tune, chains, random_seed, progressbar
         NUTS settings for ``method="bayes"``.
 
@@ -144,7 +156,7 @@ def fit_regression(
     import formulaic
 
     response = formula.split("~")[0].strip()
-    std = _standardize(data, response)
+    std = _standardize(data, response, scale_from)
     if spec is None:
         mm = formulaic.model_matrix(formula, std, na_action="drop")
         y = np.asarray(mm.lhs, float).ravel()
@@ -285,7 +297,8 @@ def regression_inference(
     obs, spec = fit_regression(real, formula, random_seed=int(seeds[0]), **kw)
     tables, rows, summary = [], [], []
     for i, s in enumerate(syns):
-        t, _ = fit_regression(s, formula, spec=spec, random_seed=int(seeds[i + 1]), **kw)
+        t, _ = fit_regression(s, formula, spec=spec, scale_from=real,
+                              random_seed=int(seeds[i + 1]), **kw)
         t = t.reindex(obs.index)
         tables.append(t)
         sse = standardized_squared_error(obs["estimate"], obs["sd"], t["estimate"])

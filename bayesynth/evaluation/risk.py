@@ -723,8 +723,11 @@ def synthetic_kind(real: pd.DataFrame, synthetic: pd.DataFrame, *,
 
     Partially synthetic data keep the real records, row by row, with some columns replaced:
     the tables have the same number of rows and at least one column equals the real column in
-    at least ``threshold`` of the rows while two independent draws of it would agree less than
-    half the time. Anything else is treated as fully synthetic.
+    at least ``threshold`` of the rows, and in more rows than two tables of independent
+    records would share by chance (the chance agreement sum_v p_real(v) p_syn(v) plus four of
+    its binomial standard deviations). A two-level column kept row by row counts too (two
+    independent draws of one agree at least half the time, which an earlier rule took to
+    mean "not kept"). Anything else is treated as fully synthetic.
 
     Parameters
     ----------
@@ -747,6 +750,8 @@ def synthetic_kind(real: pd.DataFrame, synthetic: pd.DataFrame, *,
         pa = pd.Series(a).value_counts(normalize=True)
         pb = b.value_counts(normalize=True)
         chance = float((pa * pb.reindex(pa.index, fill_value=0.0)).sum())
-        if np.mean(a == b.to_numpy()) >= threshold and chance < 0.5:
+        agree = float(np.mean(a == b.to_numpy()))
+        margin = 4.0 * np.sqrt(chance * (1.0 - chance) / len(a))
+        if agree >= threshold and agree > chance + margin:
             return "partially"
     return "fully"

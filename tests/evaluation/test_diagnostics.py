@@ -100,3 +100,17 @@ def test_independent_draws_are_judged_converged(seed):
     assert d.thin == 1 and len(d.table) > 300
     assert d.table["r_hat"].max() <= 1.01, d.table["r_hat"].idxmax()
     assert d.ok, d.warnings
+
+
+def test_r_hat_just_above_the_threshold_is_not_rounded_away():
+    """arviz's summary rounds R-hat to two decimals by default: 1.012 became 1.01, which is
+    not above 1.01, and no warning was given."""
+    import arviz as az
+
+    rng = np.random.default_rng(0)
+    draws = rng.normal(size=(4, 1000)) + np.array([0.0, 0.23, 0.0, -0.23])[:, None]
+    idata = az.from_dict(posterior={"mu": draws})
+    r = float(az.rhat(idata)["mu"])
+    assert 1.01 < r < 1.015
+    d = bs.evaluation.diagnose(idata, var_names=["mu"])
+    assert any("R-hat" in w and "mu" in w for w in d.warnings), (r, d.warnings)

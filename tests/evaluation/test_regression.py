@@ -90,3 +90,18 @@ def test_a_coefficient_the_synthetic_data_cannot_estimate_is_skipped():
     assert np.isfinite(r.mean_cio) and r.mean_cio > 0.8
     assert r.mean_std_sq_error < 1.0
     assert np.isnan(interval_overlap([0.0], [1.0], [5.0], [5.0])[0])
+
+
+def test_synthetic_coefficients_are_in_the_real_data_units():
+    """A synthetic table whose predictor has the real law's slope but twice the real sd: in
+    the real table's units its coefficient equals the real one (overlap near 1). Each table
+    standardised by its own sd doubled the synthetic coefficient (overlap -31 here)."""
+    rng = np.random.default_rng(0)
+    n = 4000
+    x = rng.normal(0, 1, n)
+    real = pd.DataFrame({"x": x, "y": 2.0 * x + rng.normal(0, 1, n)})
+    x2 = rng.normal(0, 2, n)  # the same slope, a wider predictor
+    syn = pd.DataFrame({"x": x2, "y": 2.0 * x2 + rng.normal(0, 1, n)})
+    comp = regression_inference(real, syn, "y ~ x")
+    cio = float(comp.summary["mean_cio"].iloc[0])
+    assert cio > 0.5, cio

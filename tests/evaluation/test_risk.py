@@ -222,3 +222,27 @@ def test_outlier_disclosure_pairs_lowest_with_lowest_when_the_synthetic_table_is
     syn = real.iloc[::4].reset_index(drop=True)  # 50 records: 25 low, 25 high
     out = outlier_attribute_disclosure(real, syn, public="p", sensitive="s", k=50)
     assert out["n_pairs"] == 50 and out["statistic"] == 1.0  # the old pairing gave 0.5
+
+
+def test_partially_synthetic_data_that_keep_only_two_level_columns(rng):
+    """Kept binary columns (sex, smoker, urban) agree row by row in every record, against
+    about half by chance: partially synthetic. The old rule (chance below one half) never
+    counted a two-level column, and the report then dropped the identification risk."""
+    from bayesynth.evaluation import report
+
+    n = 300
+    real = pd.DataFrame({"sex": rng.choice(["F", "M"], n),
+                         "smoker": rng.choice(["no", "yes"], n, p=[0.7, 0.3]),
+                         "age": rng.normal(45, 12, n).round(1)})
+    syn = real.assign(age=(real["age"] * (1 + rng.normal(0, 0.05, n))).round(1))
+    assert synthetic_kind(real, syn) == "partially"
+    fresh = pd.DataFrame({"sex": rng.choice(["F", "M"], n),
+                          "smoker": rng.choice(["no", "yes"], n, p=[0.7, 0.3]),
+                          "age": rng.normal(45, 12, n).round(1)})
+    assert synthetic_kind(real, fresh) == "fully"
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = report(real, fresh, f"{tmp}/r.html", known=["sex", "smoker"],
+                     synthesized=["age"])
+    assert out["kind"] == "partially"  # the caller named the replaced columns
