@@ -57,11 +57,44 @@ class BartDesign:
         ``"ordered"`` (ordinal and binary columns: level codes in order, split as numbers).
     levels : tuple
         The schema levels of each categorical predictor (``None`` for numeric ones).
+    fills : tuple of float, optional
+        The value standing for a missing predictor value, set from the training data
+        (:meth:`with_fills`): below every observed value (numeric: the minimum less a tenth
+        of the range, at least 1; level codes: -1), so that trees can split the records
+        with the value missing off from the others, and fitting and synthesis treat them
+        alike. pymc-bart itself leaves a record whose split variable is missing out of both
+        children and predicts it from whatever its last fit left; the forest sent it right.
+        ``None`` (designs saved before) keeps missing values as NaN.
     """
 
     predictors: tuple[str, ...]
     kinds: tuple[str, ...]
     levels: tuple
+    fills: tuple | None = None
+
+    def with_fills(self, df: pd.DataFrame) -> BartDesign:
+        """Return the design with the missing-value fills of training table ``df``.
+
+        Parameters
+        ----------
+        df : pandas.DataFrame
+            The training table.
+
+        Returns
+        -------
+        BartDesign
+        """
+        raw = BartDesign(self.predictors, self.kinds, self.levels).matrix(df)
+        fills = []
+        for j, kind in enumerate(self.kinds):
+            x = raw[:, j][~np.isnan(raw[:, j])]
+            if kind != "numeric":
+                fills.append(-1.0)
+            elif len(x):
+                fills.append(float(np.floor(x.min() - max(1.0, 0.1 * (x.max() - x.min())))))
+            else:
+                fills.append(0.0)
+        return BartDesign(self.predictors, self.kinds, self.levels, tuple(fills))
 
     @classmethod
     def from_schema(cls, schema: Schema, predictors: Sequence[str]) -> BartDesign:
@@ -100,7 +133,8 @@ class BartDesign:
         Returns
         -------
         numpy.ndarray
-            Shape ``(len(df), len(predictors))``, float; missing values are NaN.
+            Shape ``(len(df), len(predictors))``, float; missing values are the fills (NaN
+            without them).
         """
         out = np.empty((len(df), len(self.predictors)))
         for j, (p, kind, lev) in enumerate(zip(self.predictors, self.kinds, self.levels)):
@@ -112,6 +146,8 @@ class BartDesign:
                 codes = encode_levels(df[p], ColumnSchema(p, "ordinal", lev)).astype(float)
                 codes[codes < 0] = np.nan
                 out[:, j] = codes
+        if self.fills is not None:
+            out = np.where(np.isnan(out), np.asarray(self.fills, dtype=float), out)
         return out
 
     def split_rules(self) -> list:
@@ -134,10 +170,11 @@ class BartDesign:
         Returns
         -------
         dict
-            Keys ``predictors``, ``kinds`` and ``levels`` (lists).
+            Keys ``predictors``, ``kinds``, ``levels`` and ``fills`` (lists).
         """
         return {"predictors": list(self.predictors), "kinds": list(self.kinds),
-                "levels": [list(v) if v is not None else None for v in self.levels]}
+                "levels": [list(v) if v is not None else None for v in self.levels],
+                "fills": None if self.fills is None else list(self.fills)}
 
     @classmethod
     def from_dict(cls, d: dict) -> BartDesign:
@@ -146,14 +183,17 @@ class BartDesign:
         Parameters
         ----------
         d : dict
-            Keys ``predictors``, ``kinds`` and ``levels``.
+            Keys ``predictors``, ``kinds`` and ``levels`` (and ``fills``, absent from
+            designs saved before).
 
         Returns
         -------
         BartDesign
         """
+        fills = d.get("fills")
         return cls(tuple(d["predictors"]), tuple(d["kinds"]),
-                   tuple(tuple(v) if v is not None else None for v in d["levels"]))
+                   tuple(tuple(v) if v is not None else None for v in d["levels"]),
+                   None if fills is None else tuple(float(v) for v in fills))
 
 
 def bart_rank_regression(
@@ -239,13 +279,13 @@ def bart_rank_regression(
     # frequent level, and its latent value could fall as y rises).
     layout = LatentLayout.from_data(df[[response]], Schema([schema[response]]),
                                     ordinal_threshold=0, categorical_likelihood="rpl")
-    design = BartDesign.from_schema(schema, predictors)
+    design = BartDesign.from_schema(schema, predictors).with_fills(df)
     X = design.matrix(df)
     z0 = layout.initial_z()[:, 0].copy()
     coords = {"record": np.arange(len(df)), "predictor": predictors}
     with pm.Model(coords=coords) as model:
         z = pm.Data("z", z0, dims="record")
-        # X is a plain array: pymc-bart handles missing covariates, pm.Data does not.
+        # X is a plain array (missing values filled below the observed ones).
         f = pmb.BART("f", X=X.copy(), Y=z0, m=m, alpha=alpha, beta=beta,
                      split_rules=design.split_rules(), dims="record")
 

@@ -57,7 +57,8 @@ class BartForest:
         Split value of a split node, leaf value of a leaf.
     rules : numpy.ndarray, shape (n_predictors,)
         0: continuous split (left when x <= value); 1: one-hot split (left when x == value).
-        Missing covariates go right, as in pymc-bart.
+        NaN covariates go right (designs saved before missing values had fills,
+        :class:`~bayesynth.models.bart_rank.BartDesign`).
     n_draws, n_trees : int
     """
 

@@ -49,7 +49,7 @@ from bayesynth.errors import IncompatibleModelError, InvalidParameterError, Sche
 from bayesynth.models.copula_quantities import CATEGORICAL_MARGINS, data_margins
 from bayesynth.models.layout import MISSING_LEVEL, LatentLayout, mnp_levels
 from bayesynth.models.rank_probit_copula import get_layout, rank_probit_copula
-from bayesynth.rules import rule_mask
+from bayesynth.rules import apply_rules, rule_mask
 from bayesynth.samplers.kernels import draw_eta
 from bayesynth.samplers.sampling import check_copula_convergence
 from bayesynth.samplers.sampling import sample as bs_sample
@@ -789,8 +789,16 @@ class CopulaSynthesizer(Synthesizer):
                     m &= ~ruled[c].isin(list(col.special_codes)).to_numpy()
                 shown[c] = m  # missing values are taken out in _decode
             frame = self._decode(z, codes, sd, shown=shown, free=free)
-        for tm in getattr(self, "targets_", []):
-            vals = tm.synthesize(rng, frame, self.target_draw)
+        targets = getattr(self, "targets_", [])
+        if targets:
+            # The targets were fitted on the real table, where the rules hold and dates are
+            # days: condition them on the released values, in the same units.
+            pre = [r for r in self.schema_.rules if r.column in frame
+                   and all(c in frame for c, _ in r.when)]
+            if pre:
+                frame = apply_rules(frame, pre)
+        for tm in targets:
+            vals = tm.synthesize(rng, as_numbers(frame), self.target_draw)
             col = self.schema_[tm.name]
             if col.type in ("binary", "ordinal"):
                 vals = np.array(col.levels, dtype=object)[vals.astype(np.int64)]
