@@ -133,7 +133,8 @@ class BartDesign:
         Returns
         -------
         numpy.ndarray
-            Shape ``(len(df), len(predictors))``, float; missing values are the fills (NaN
+            Shape ``(len(df), len(predictors))``, float; missing values, and levels the
+            design does not know (absent when the target was fitted), are the fills (NaN
             without them).
         """
         out = np.empty((len(df), len(self.predictors)))
@@ -141,9 +142,12 @@ class BartDesign:
             if kind == "numeric":
                 out[:, j] = df[p].to_numpy(dtype=float, na_value=np.nan)
             else:
-                from bayesynth.schema import ColumnSchema
+                from bayesynth.schema import ColumnSchema, _plain
 
-                codes = encode_levels(df[p], ColumnSchema(p, "ordinal", lev)).astype(float)
+                # a level the design does not know (absent when the target was fitted) is
+                # treated as a missing value
+                known = df[p].map(lambda v, lev=set(lev): v if _plain(v) in lev else None)
+                codes = encode_levels(known, ColumnSchema(p, "ordinal", lev)).astype(float)
                 codes[codes < 0] = np.nan
                 out[:, j] = codes
         if self.fills is not None:

@@ -52,9 +52,16 @@ FAMILIES = ("poisson", "nbi", "pig", "dpo")
 Poisson."""
 
 
+#: Below this dispersion the negative binomial is computed as the Poisson: its parameter
+#: p = r / (r + mu) then rounds so close to 1 that the pmf's own error (4e-6 at 1e-12)
+#: exceeds its difference from the Poisson (variance f + sigma f^2).
+NBI_POISSON_BELOW = 1e-10
+
+
 def _scipy_family(family: str, mu: np.ndarray, sigma: float):
     """Return the SciPy distribution (frozen over an array of means), or None if SciPy lacks it."""
-    if family == "poisson" or (sigma == 0 and family != "dpo"):
+    if family == "poisson" or (sigma == 0 and family != "dpo") or (
+            family == "nbi" and sigma < NBI_POISSON_BELOW):
         return stats.poisson(mu)
     if family == "nbi":
         r = 1.0 / sigma
@@ -272,7 +279,8 @@ def draw_counts(rng: np.random.Generator, family: str, sigma: float, f: np.ndarr
     """
     validate_parameters(family, sigma)
     f = np.asarray(f, dtype=float)
-    if family == "poisson" or (sigma == 0 and family != "dpo"):
+    if family == "poisson" or (sigma == 0 and family != "dpo") or (
+            family == "nbi" and sigma < NBI_POISSON_BELOW):
         return rng.poisson(f).astype(np.int64)
     if family == "nbi":
         r = 1.0 / sigma

@@ -131,3 +131,14 @@ def test_records_with_a_missing_predictor_are_fitted_and_predicted_alike():
     F = idata.posterior["f"].values[0]
     P = BartForest.from_model(model).predict(X)
     assert np.abs(P - F).max() < 1e-9
+
+
+def test_a_level_unseen_in_training_is_a_missing_value_not_a_crash():
+    """A copula fitted on a table where a rare level occurs, with a BART target fitted
+    without it: synthesis met the level and raised KeyError."""
+    from bayesynth.models.bart_rank import BartDesign
+
+    design = BartDesign(("g", "o"), ("categorical", "ordered"), (("a", "b", "c"), (0, 1)),
+                        (-1.0, -1.0))
+    X = design.matrix(pd.DataFrame({"g": ["a", "d", None, "c"], "o": [0, 1, 2, np.nan]}))
+    assert X.tolist() == [[0.0, 0.0], [-1.0, 1.0], [-1.0, -1.0], [2.0, -1.0]]

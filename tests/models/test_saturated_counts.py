@@ -82,3 +82,17 @@ def test_double_poisson_default_support_holds_its_mass(mu, theta):
     assert wide[len(p):].sum() < 1e-12
     assert np.allclose(p, wide[:len(p)], rtol=1e-9, atol=1e-15)
     assert abs((np.arange(len(p)) * p).sum() - (k * wide).sum()) < 1e-9 * max(1, mu)
+
+
+def test_negative_binomial_with_a_tiny_dispersion_is_the_poisson_to_rounding():
+    """At sigma = 1e-15 the NB's p rounds to 1 and its pmf erred by 2e-4 (mean 2.9976 for
+    f = 3); below 1e-10 it is computed as the Poisson, from which it differs by far less."""
+    from bayesynth.evaluation.tau_risk import transition
+
+    p = count_pmf("nbi", 3.0, 1e-15)
+    q = stats.poisson(3.0).pmf(np.arange(len(p)))
+    assert np.abs(p - q).max() < 1e-12
+    assert abs(transition("nbi", 1e-15, 0.0, 3, np.array([0]))[0] - np.exp(-3)) < 1e-12
+    # just above the switch the NB itself is still accurate to 1e-5
+    p = count_pmf("nbi", 3.0, 2e-10)
+    assert np.abs(p - stats.poisson(3.0).pmf(np.arange(len(p)))).max() < 1e-5
