@@ -353,7 +353,9 @@ def _fully_synthetic_risk(real, syns, results, sections, *, schema, known, sensi
             d = distance_to_closest_record(real, s[cols], holdout[cols], schema=schema)
             so = singling_out_risk(real, s[cols], holdout[cols], schema=schema,
                                    random_seed=random_seed)
+            lo, hi = d.ratio_interval(random_seed=random_seed)
             row.update(exact_copy_share=d.exact_copy_share, dcr_ratio=d.ratio,
+                       dcr_ratio_lower=lo, dcr_ratio_upper=hi,
                        median_dcr=float(np.median(d.to_train)),
                        median_dcr_holdout=float(np.median(d.holdout_to_train)),
                        singling_out_rate=so.rate_train, singling_out_control=so.rate_control,
@@ -440,9 +442,14 @@ def _at_a_glance(results: dict) -> list[dict[str, Any]]:
         value, measure = copies, "exact-copy share"
         if "dcr_ratio" in fr:
             ratio = float(fr["dcr_ratio"].mean())
+            upper = float(fr["dcr_ratio_upper"].mean()) if "dcr_ratio_upper" in fr else ratio
             so = float(fr["singling_out_risk"].mean())
-            sent += (f"; synthetic records are {'no closer' if ratio >= 1 else 'closer'} to "
-                     f"the training records than new real records are (DCR ratio {ratio:.2f})"
+            how = ("no closer" if ratio >= 1 else "closer" if upper < 1
+                   else "not measurably closer")
+            sent += (f"; synthetic records are {how} to "
+                     f"the training records than new real records are (DCR ratio {ratio:.2f}"
+                     + ("" if ratio >= 1 or upper < 1 else
+                        f"; its 95% bootstrap interval reaches {upper:.2f}") + ")"
                      f"; singling-out risk {so:.2f} (0 = no more than for outsiders)")
             value, measure = ratio, "DCR ratio"
         else:

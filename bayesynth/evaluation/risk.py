@@ -421,6 +421,35 @@ class DistanceToClosestRecord:
     ratio: float = float("nan")
     exact_copy_share: float = float("nan")
 
+    def ratio_interval(self, level: float = 0.95, n_boot: int = 400,
+                       random_seed: int | None = 0) -> tuple[float, float]:
+        """Bootstrap interval of the DCR ratio (records of both samples resampled).
+
+        A ratio a little below 1 can be sampling noise: an independent draw from the real
+        law scored 0.99. Read "closer" only when the whole interval is below 1.
+
+        Parameters
+        ----------
+        level : float, default 0.95
+        n_boot : int, default 400
+        random_seed : int, optional
+
+        Returns
+        -------
+        tuple of float
+            Lower and upper bounds (NaN without a hold-out).
+        """
+        if self.holdout_to_train is None or len(self.holdout_to_train) == 0:
+            return float("nan"), float("nan")
+        rng = np.random.default_rng(random_seed)
+        a, b = np.asarray(self.to_train), np.asarray(self.holdout_to_train)
+        num = np.median(a[rng.integers(0, len(a), (n_boot, len(a)))], axis=1)
+        den = np.median(b[rng.integers(0, len(b), (n_boot, len(b)))], axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = np.where(den > 0, num / den, np.where(num > 0, np.inf, 1.0))
+        tail = (1 - level) / 2
+        return float(np.quantile(r, tail)), float(np.quantile(r, 1 - tail))
+
 
 def distance_to_closest_record(
     train: pd.DataFrame,

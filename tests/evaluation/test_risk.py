@@ -246,3 +246,34 @@ def test_partially_synthetic_data_that_keep_only_two_level_columns(rng):
         out = report(real, fresh, f"{tmp}/r.html", known=["sex", "smoker"],
                      synthesized=["age"])
     assert out["kind"] == "partially"  # the caller named the replaced columns
+
+
+def test_dcr_verdict_allows_for_sampling_noise(rng):
+    """An independent draw from the real law can have a DCR ratio a little below 1 (0.99
+    read as "closer"); the verdict says "closer" only when the bootstrap interval of the ratio
+    lies below 1, as for copies of training records."""
+    from bayesynth.evaluation import distance_to_closest_record, report
+
+    def draw(n):
+        return pd.DataFrame({"x": rng.normal(size=n).round(2), "y": rng.normal(size=n).round(2),
+                             "g": rng.choice(list("abc"), n)})
+
+    real, holdout = draw(300), draw(300)
+    fresh = draw(300)
+    d = distance_to_closest_record(real, fresh, holdout)
+    lo, hi = d.ratio_interval()
+    assert lo < d.ratio < hi and lo < 1 < hi  # one law: 1 inside the interval
+    copies = real.sample(300, replace=True, random_state=1)
+    dc = distance_to_closest_record(real, copies, holdout)
+    assert dc.ratio_interval()[1] < 1
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        glance = {g["aspect"]: g["sentence"] for g in
+                  report(real, fresh, f"{tmp}/a.html", holdout=holdout,
+                         kind="fully")["at_a_glance"]}
+        assert "are closer to" not in glance["risk"]
+        glance = {g["aspect"]: g["sentence"] for g in
+                  report(real, copies, f"{tmp}/b.html", holdout=holdout,
+                         kind="fully")["at_a_glance"]}
+        assert "are closer to" in glance["risk"]
