@@ -191,7 +191,11 @@ def steps(
     PGBART and the latent-data step, for a latent class model for private counts its count
     moves and Gibbs steps. PyMC assigns its own steps to any variable left over (a replaced
     prior, a variable a user added). A model of another kind gets an empty list (PyMC's default
-    assignment). :func:`bayesynth.sample` is a convenience over exactly this.
+    assignment). :func:`bayesynth.sample` is a convenience over exactly this, with one
+    difference for BART: it runs the chains one after the other, and so must a direct
+    ``pm.sample`` call (``cores=1``): with parallel chains pymc-bart stores the trees in the
+    order the processes finish, so they no longer pair with the trace's draws and a seeded run
+    does not repeat.
 
     PyMC's automatic assignment alone (``with model: pm.sample()``) also picks the copula's
     Gibbs blocks, whose ``competence`` recognises the structure they were written for, but not
