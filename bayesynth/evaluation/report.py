@@ -354,12 +354,14 @@ def _fully_synthetic_risk(real, syns, results, sections, *, schema, known, sensi
             so = singling_out_risk(real, s[cols], holdout[cols], schema=schema,
                                    random_seed=random_seed)
             lo, hi = d.ratio_interval(random_seed=random_seed)
+            so_band, so_p = so.null_band(random_seed=random_seed)
             row.update(exact_copy_share=d.exact_copy_share, dcr_ratio=d.ratio,
                        dcr_ratio_lower=lo, dcr_ratio_upper=hi,
                        median_dcr=float(np.median(d.to_train)),
                        median_dcr_holdout=float(np.median(d.holdout_to_train)),
                        singling_out_rate=so.rate_train, singling_out_control=so.rate_control,
-                       singling_out_risk=so.risk)
+                       singling_out_risk=so.risk, singling_out_excess=so.excess,
+                       singling_out_chance95=so_band, singling_out_p=so_p)
         else:
             row["exact_copy_share"] = float(
                 _record_keys(s, cols).isin(_record_keys(real, cols)).mean())
@@ -376,7 +378,12 @@ def _fully_synthetic_risk(real, syns, results, sections, *, schema, known, sensi
                  "record over the same median for the hold-out records (at least 1: synthetic "
                  "records are no closer to the training data than new real records are). "
                  "singling_out_risk: predicates read off synthetic records that isolate exactly "
-                 "one training record, beyond the rate for hold-out records (0: none).")
+                 "one training record, beyond the rate for hold-out records (0: none); "
+                 "singling_out_excess is the same before flooring at 0 (chance makes it "
+                 "negative as often as positive when there is no risk); "
+                 "singling_out_chance95: the 95th percentile of that excess when the same "
+                 "training and hold-out people are split at random (a permutation test; "
+                 "singling_out_p is its p-value).")
     else:
         text += (" Pass a hold-out sample of real records the synthesizer did not see "
                  "(<code>holdout=</code>, <code>bayesynth evaluate --holdout</code>) for the "
@@ -443,14 +450,27 @@ def _at_a_glance(results: dict) -> list[dict[str, Any]]:
         if "dcr_ratio" in fr:
             ratio = float(fr["dcr_ratio"].mean())
             upper = float(fr["dcr_ratio_upper"].mean()) if "dcr_ratio_upper" in fr else ratio
-            so = float(fr["singling_out_risk"].mean())
+            # average before flooring: the mean of floored estimates is biased upwards
+            so = max(0.0, float(fr["singling_out_excess"].mean()))
+            above = int((fr["singling_out_p"] < 0.05).sum())
+            if len(fr) == 1:
+                p_so = float(fr["singling_out_p"].iloc[0])
+                band = float(fr["singling_out_chance95"].iloc[0])
+                verdict = (f"above what chance gives, permutation p = {p_so:.3f}" if above else
+                           "within what chance gives: random splits of the same people into "
+                           f"training and hold-out exceed {band:.2f} in 5% of cases")
+            else:
+                verdict = (f"above what chance gives in {above} of {len(fr)} datasets "
+                           "(permutation p < 0.05)")
+            so_text = (f"singling-out risk {so:.2f} (0 = no more than for outsiders; "
+                       f"{verdict})")
             how = ("no closer" if ratio >= 1 else "closer" if upper < 1
                    else "not measurably closer")
             sent += (f"; synthetic records are {how} to "
                      f"the training records than new real records are (DCR ratio {ratio:.2f}"
                      + ("" if ratio >= 1 or upper < 1 else
                         f"; its 95% bootstrap interval reaches {upper:.2f}") + ")"
-                     f"; singling-out risk {so:.2f} (0 = no more than for outsiders)")
+                     f"; {so_text}")
             value, measure = ratio, "DCR ratio"
         else:
             sent += "; give a hold-out sample for the DCR ratio and singling-out risk"

@@ -12,7 +12,8 @@ Feldman, J. and Kowal, D. R. (2022), section 6.4 (attribute disclosure at outlyi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numba
 import numpy as np
@@ -346,7 +347,6 @@ def outlier_attribute_disclosure(
     return {"statistic": acc, "kind": "accuracy", "n_pairs": n, "base_rate": base}
 
 
-_text = as_text
 
 
 def _mixed_encoder(train: pd.DataFrame, cols: Sequence[str], num: set):
@@ -363,7 +363,7 @@ def _mixed_encoder(train: pd.DataFrame, cols: Sequence[str], num: set):
             ref = pd.to_numeric(train[c], errors="coerce").astype(float)
             stats[c] = (ref.mean(), ref.std() or 1.0, ref.median())
         else:
-            stats[c] = pd.Index(_text(train[c]).unique())
+            stats[c] = pd.Index(as_text(train[c]).unique())
 
     def encode(df: pd.DataFrame) -> np.ndarray:
         parts = []
@@ -374,7 +374,7 @@ def _mixed_encoder(train: pd.DataFrame, cols: Sequence[str], num: set):
                 parts.append(((x.fillna(med) - mean) / sd).to_numpy()[:, None])
                 parts.append(x.isna().to_numpy(float)[:, None])
             else:
-                v = _text(df[c]).to_numpy()
+                v = as_text(df[c]).to_numpy()
                 onehot = (v[:, None] == stats[c].to_numpy()[None, :]).astype(float)
                 unseen = (onehot.sum(axis=1) == 0).astype(float)[:, None]  # a level of its own
                 parts.append(np.hstack([onehot, unseen]) / np.sqrt(2.0))
@@ -384,7 +384,7 @@ def _mixed_encoder(train: pd.DataFrame, cols: Sequence[str], num: set):
 
 
 def _record_keys(df: pd.DataFrame, cols: Sequence[str]) -> pd.MultiIndex:
-    return pd.MultiIndex.from_frame(pd.DataFrame({c: _text(df[c]) for c in cols}))
+    return pd.MultiIndex.from_frame(pd.DataFrame({c: as_text(df[c]) for c in cols}))
 
 
 @dataclass
@@ -520,7 +520,7 @@ def _binned(train: pd.DataFrame, frames: Sequence[pd.DataFrame], cols: Sequence[
                 o[c] = b.astype(str)
         else:
             for o, f in zip(out, frames):
-                o[c] = _text(f[c])
+                o[c] = as_text(f[c])
     return out
 
 
@@ -637,12 +637,17 @@ class SinglingOut:
         The same share on hold-out records (the rate expected by chance for people who are not
         in the training data).
     risk : float
-        ``(rate_train - rate_control) / (1 - rate_control)``, floored at 0: how much more often
-        the synthetic data single out training records than people the synthesizer never saw.
+        ``excess`` floored at 0: how much more often the synthetic data single out training
+        records than people the synthesizer never saw. A floored estimate is biased upwards
+        (noise around 0 only ever adds): average ``excess`` over datasets, and compare it
+        with :meth:`null_band`.
     n_attacks : int
-        Predicates tried.
+        Predicates counted.
     n_records : int
         Training and hold-out records compared (the larger set is subsampled to the smaller).
+    excess : float
+        ``(rate_train - rate_control) / (1 - rate_control)``, not floored (negative when the
+        hold-out people were singled out more often, as chance allows).
     """
 
     rate_train: float
@@ -650,6 +655,63 @@ class SinglingOut:
     risk: float
     n_attacks: int
     n_records: int
+    excess: float = 0.0
+    #: predicate-by-record membership over the training then the hold-out records (only
+    #: predicates true of at most ``_MAX_POOLED`` of them: see :meth:`null_band`)
+    members: Any = field(default=None, repr=False)
+
+    def null_band(self, level: float = 0.95, n_perm: int = 400,
+                  random_seed: int | None = 0) -> tuple[float, float]:
+        """What ``excess`` looks like when training and hold-out people are exchangeable.
+
+        The same predicates are scored on random splits of the pooled training and hold-out
+        records into two halves of the original sizes (a permutation test: were the synthetic
+        records no more tied to the training people than to the hold-out people, the observed
+        split would be one of these). The variation comes from which people sit on which side,
+        which a bootstrap over attacks would miss (predicates share their records).
+
+        Parameters
+        ----------
+        level : float, default 0.95
+            Quantile of the permutation distribution returned.
+        n_perm : int, default 400
+        random_seed : int, optional
+
+        Returns
+        -------
+        tuple of float
+            The ``level`` quantile of ``excess`` over random splits (an observed ``excess``
+            above it is more singling out than chance gives) and the one-sided permutation
+            p-value of the observed ``excess``. NaN when no predicate counted.
+
+        Notes
+        -----
+        A predicate true of more than ``_MAX_POOLED`` (64) pooled records is scored 0 on
+        both sides of every split: the chance that exactly one of m such records falls on a
+        side is below m / 2^(m-1) < 1e-17.
+        """
+        if self.n_attacks == 0 or self.members is None:
+            return float("nan"), float("nan")
+        rng = np.random.default_rng(random_seed)
+        M = self.members
+        n = self.n_records
+        total = np.asarray(M.sum(axis=1)).ravel()
+        ex = np.empty(n_perm)
+        for lo in range(0, n_perm, 50):
+            b = min(50, n_perm - lo)
+            Z = np.zeros((2 * n, b), dtype=np.float32)
+            for j in range(b):
+                Z[rng.permutation(2 * n)[:n], j] = 1.0
+            on_a = np.rint(M @ Z)
+            rt = (on_a == 1).sum(0) / self.n_attacks
+            rc = ((total[:, None] - on_a) == 1).sum(0) / self.n_attacks
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ex[lo:lo + b] = np.where(rc < 1, (rt - rc) / (1.0 - rc), 0.0)
+        p = (1 + np.sum(ex >= self.excess - 1e-12)) / (n_perm + 1)
+        return float(np.quantile(ex, level)), float(p)
+
+
+_MAX_POOLED = 64
 
 
 def singling_out_risk(
@@ -667,12 +729,14 @@ def singling_out_risk(
 
     Each attack picks a synthetic record and ``n_columns`` random columns and forms the
     predicate "equal on every categorical column; on a numeric column at most the record's
-    value when it is below the training median, else at least it" (so predicates built at the
-    tails isolate few people, as an intruder would aim). A predicate counts when it is true of
-    exactly one synthetic record. The score is the share of counted predicates that are true of
-    exactly one training record, set against the same share on hold-out records; training and
-    hold-out are compared at equal size. Attacks run until ``n_attacks`` predicates count or
-    ``20 n_attacks`` were tried.
+    value when it is below the synthetic data's median, else at least it" (so predicates built
+    at the tails isolate few people, as an intruder would aim; the intruder sees only the
+    synthetic data, and the predicates depend on nothing else). A predicate counts when it is
+    true of exactly one synthetic record. The score is the share of counted predicates that
+    are true of exactly one training record, set against the same share on hold-out records;
+    training and hold-out are compared at equal size. Attacks run until ``n_attacks``
+    predicates count or ``20 n_attacks`` were tried. :meth:`SinglingOut.null_band` says how
+    large the score gets by chance.
 
     Parameters
     ----------
@@ -690,6 +754,8 @@ def singling_out_risk(
     -------
     SinglingOut
     """
+    from scipy import sparse
+
     from bayesynth.evaluation.utility import numeric_columns
 
     rng = np.random.default_rng(random_seed)
@@ -706,13 +772,14 @@ def singling_out_risk(
             if c in num:
                 out[c] = pd.to_numeric(df[c], errors="coerce").to_numpy(float)
             else:
-                out[c] = _text(df[c]).to_numpy()
+                out[c] = as_text(df[c]).to_numpy()
         return out
 
     S, T, H = as_arrays(synthetic), as_arrays(tr), as_arrays(ho)
-    med = {c: np.nanmedian(T[c]) if np.isfinite(T[c]).any() else 0.0 for c in num}
+    med = {c: np.nanmedian(S[c]) if np.isfinite(S[c]).any() else 0.0 for c in num}
     q = min(int(n_columns), len(cols))
     hits_t = hits_h = counted = tried = 0
+    rows: list[np.ndarray] = []
     while counted < n_attacks and tried < 20 * n_attacks:
         tried += 1
         i = int(rng.integers(len(synthetic)))
@@ -737,13 +804,20 @@ def singling_out_risk(
         if holds(S, len(synthetic)).sum() != 1:
             continue
         counted += 1
-        hits_t += int(holds(T, n).sum() == 1)
-        hits_h += int(holds(H, n).sum() == 1)
+        mt, mh = holds(T, n), holds(H, n)
+        hits_t += int(mt.sum() == 1)
+        hits_h += int(mh.sum() == 1)
+        idx = np.concatenate([np.flatnonzero(mt), n + np.flatnonzero(mh)])
+        rows.append(idx if len(idx) <= _MAX_POOLED else idx[:0])
     if counted == 0:
         return SinglingOut(0.0, 0.0, 0.0, 0, n)
     rt, rc = hits_t / counted, hits_h / counted
-    risk = max(0.0, (rt - rc) / (1.0 - rc)) if rc < 1 else 0.0
-    return SinglingOut(rt, rc, risk, counted, n)
+    excess = (rt - rc) / (1.0 - rc) if rc < 1 else 0.0
+    indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])])
+    cols_idx = np.concatenate(rows) if indptr[-1] else np.zeros(0, dtype=np.int64)
+    members = sparse.csr_matrix((np.ones(len(cols_idx), dtype=np.float32), cols_idx, indptr),
+                                shape=(counted, 2 * n))
+    return SinglingOut(rt, rc, max(0.0, excess), counted, n, float(excess), members)
 
 
 def synthetic_kind(real: pd.DataFrame, synthetic: pd.DataFrame, *,
@@ -774,8 +848,8 @@ def synthetic_kind(real: pd.DataFrame, synthetic: pd.DataFrame, *,
     for c in real.columns:
         if c not in synthetic.columns:
             continue
-        a = _text(real[c]).to_numpy()
-        b = _text(synthetic[c]).reset_index(drop=True)
+        a = as_text(real[c]).to_numpy()
+        b = as_text(synthetic[c]).reset_index(drop=True)
         pa = pd.Series(a).value_counts(normalize=True)
         pb = b.value_counts(normalize=True)
         chance = float((pa * pb.reindex(pa.index, fill_value=0.0)).sum())

@@ -515,7 +515,7 @@ def _dispersed_class_starts(model: pm.Model, chains: int, random_seed: Any
     """
     import copy
 
-    from bayesynth.samplers.latent_class import conjugate_priors
+    from bayesynth.samplers.latent_class import _dirichlet_rows, conjugate_priors
 
     if isinstance(random_seed, np.random.Generator):
         rng = np.random.default_rng(copy.deepcopy(random_seed).integers(2**63))
@@ -532,8 +532,7 @@ def _dispersed_class_starts(model: pm.Model, chains: int, random_seed: Any
             if name == "v":
                 draw[name] = np.clip(rng.beta(*prior), 1e-6, 1 - 1e-6)
             else:
-                g = np.maximum(rng.standard_gamma(prior[0]), 1e-12)
-                draw[name] = g / g.sum(1, keepdims=True)
+                draw[name] = _dirichlet_rows(rng, prior[0])
         out.append(draw)
     return out
 

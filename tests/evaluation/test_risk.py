@@ -277,3 +277,33 @@ def test_dcr_verdict_allows_for_sampling_noise(rng):
                   report(real, copies, f"{tmp}/b.html", holdout=holdout,
                          kind="fully")["at_a_glance"]}
         assert "are closer to" in glance["risk"]
+
+
+def test_singling_out_permutation_band_and_unfloored_excess(rng):
+    """Synthetic records from the real law, independent of the training people: the unfloored
+    excess takes both signs and the permutation p-values are uniform (the test is exact under
+    exchangeability of training and hold-out people); copies of the training data are far
+    above the band."""
+    def draw(n):
+        return pd.DataFrame({"x": rng.normal(size=n), "g": rng.choice(list("abcd"), n),
+                             "h": rng.choice(list("pq"), n)})
+
+    excess, pvals = [], []
+    for seed in range(16):
+        train, hold = draw(300), draw(300)
+        so = singling_out_risk(train, draw(300), hold, n_attacks=150, random_seed=seed)
+        assert so.risk == pytest.approx(max(0.0, so.excess))
+        band, p = so.null_band(n_perm=200, random_seed=seed)
+        excess.append(so.excess)
+        pvals.append(p)
+    pvals = np.array(pvals)
+    assert min(excess) < 0 < max(excess)
+    # p uniform: P(p <= 0.05) = 0.05 each, so 4 or more of 16 has probability 0.007
+    assert (pvals <= 0.05).sum() <= 3
+    # and not stuck near 1 (a band too wide): P(p > 0.5) = 0.5, so 14+ of 16 has prob. 0.002
+    assert (pvals > 0.5).sum() <= 13
+    train, hold = draw(300), draw(300)
+    copied = singling_out_risk(train, train.sample(300, random_state=1), hold, n_attacks=150,
+                               random_seed=0)
+    band, p = copied.null_band(random_seed=0)
+    assert copied.excess > band + 0.3 and p < 0.01
