@@ -662,7 +662,7 @@ class SinglingOut:
 
     def null_band(self, level: float = 0.95, n_perm: int = 400,
                   random_seed: int | None = 0) -> tuple[float, float]:
-        """What ``excess`` looks like when training and hold-out people are exchangeable.
+        """Return what ``excess`` looks like when training and hold-out people are exchangeable.
 
         The same predicates are scored on random splits of the pooled training and hold-out
         records into two halves of the original sizes (a permutation test: were the synthetic
