@@ -114,10 +114,12 @@ def weighted_observed(
         The records.
     weights : numpy.ndarray, optional
         alpha_i in [0, 1] (default all 1: the ordinary posterior). A weight of 0 removes the
-        record from the likelihood.
+        record from the likelihood (its term is 0 for every parameter value, also where the
+        record is impossible).
     censor : float, optional
         The bound c: each record's weighted log-likelihood ``alpha_i f_theta(x_i)`` is clipped
-        into ``[-c, c]`` for every parameter value. :func:`bayesynth.privacy.censor_bound`
+        into ``[-c, c]`` for every parameter value (an undefined value, NaN, counts as
+        ``-c``). :func:`bayesynth.privacy.censor_bound`
         turns an epsilon and a neighbour relation into c.
     dims : str or tuple, optional
     dp_refusal : str, optional
@@ -151,9 +153,12 @@ def weighted_observed(
         return base(*args[:n_params], size=args[-1])
 
     def logp_fn(value, *args):
-        lp = args[n_params] * pm.logp(base(*args[:n_params]), value)
+        wt = args[n_params]
+        # a weight of 0 removes the record: 0 * (-inf) would be nan, and a record that is
+        # impossible under theta would still cut theta's support
+        lp = pt.switch(pt.gt(wt, 0), wt * pm.logp(base(*args[:n_params]), value), 0.0)
         if bound is not None:
-            lp = pt.clip(lp, -bound, bound)
+            lp = pt.switch(pt.isnan(lp), -bound, pt.clip(lp, -bound, bound))
         return lp
 
     if dp_refusal is None and _has_record_constants(params, n):

@@ -215,6 +215,13 @@ class Ledger:
         if partition is not None or part is not None:
             if partition is None or part is None:
                 raise InvalidParameterError("Give both partition and part.", column="partition")
+            nested = sorted({e.partition for e in entries if e.partition is not None})
+            if nested:
+                raise InvalidParameterError(
+                    f"Entries already in partition(s) {nested} cannot be tagged as a part of "
+                    f"partition '{partition}': nested partitions are not composed here. Add "
+                    "them without partition=, or compose the inner ledger's total first.",
+                    column="partition")
             entries = [replace(e, partition=str(partition), part=str(part)) for e in entries]
         staged = Ledger(self.neighbours, list(self.entries))  # validate all before adding any
         for e in entries:
@@ -349,9 +356,9 @@ class Ledger:
             e = dict(e)
             e["epsilon"] = math.inf if e["epsilon"] is None else float(e["epsilon"])
             entries.append(LedgerEntry(**e))
-        ledger = cls(d.get("neighbours", "change_one"))
-        ledger.entries = entries  # already converted when first recorded
-        return ledger
+        # through add(): validated, and an entry stated under the other relation converted
+        # (entries converted when first recorded carry the ledger's relation: unchanged)
+        return cls(d.get("neighbours", "change_one"), entries)
 
     @classmethod
     def from_json(cls, path: str | os.PathLike) -> Ledger:

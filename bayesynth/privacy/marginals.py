@@ -396,8 +396,10 @@ def privatize_marginals(df: pd.DataFrame, marginals: Sequence[Sequence[str]] | s
     own = Ledger(neighbours, entries)
     if ledger is not None:
         ledger.extend(own)
-    return PrivateMarginals(tables, domain, n, float(epsilon), float(spent_on_selection), meta,
-                            neighbours, n_public, own)
+    # the spend as composed (table epsilons may exceed epsilon by rounding: report the sum)
+    spent = float(spent_on_selection) + float(sum(float(e) for e in table_epsilons))
+    return PrivateMarginals(tables, domain, n, max(float(epsilon), spent),
+                            float(spent_on_selection), meta, neighbours, n_public, own)
 
 
 def _check_tables(marginals, domain) -> list[tuple[str, ...]]:

@@ -114,3 +114,24 @@ def test_an_entry_without_a_guarantee_makes_the_total_unbounded():
     assert led.total_epsilon == 1.0
     led.record("a fit", "weighted", 1.0, guarantee="none")  # a finite figure that bounds nothing
     assert led.total_epsilon == float("inf")
+
+
+def test_ledger_from_dict_converts_and_nested_partitions_are_refused():
+    """An add/remove entry read into a change-one ledger costs twice its epsilon, as when
+    recorded; re-tagging entries of one partition as a part of another is refused (their
+    composition would be overstated)."""
+    entry = {"release": "noisy table", "mechanism": "geometric", "neighbours": "add_remove",
+             "epsilon": 1.0, "guarantee": "strict", "sensitivity": 1.0, "why": "",
+             "seeded": False, "partition": None, "part": None, "converted_from": None}
+    led = Ledger.from_dict({"neighbours": "change_one", "entries": [entry]})
+    assert led.total_epsilon == pytest.approx(2.0)
+    # a written ledger reads back unchanged (already converted entries are not converted again)
+    assert Ledger.from_dict(led.to_dict()).total_epsilon == pytest.approx(2.0)
+    inner = Ledger("add_remove")
+    inner.record("a", "geometric", 1.0, partition="region", part="X")
+    inner.record("b", "geometric", 1.0, partition="region", part="Y")
+    assert inner.total_epsilon == pytest.approx(1.0)
+    outer = Ledger("add_remove")
+    with pytest.raises(InvalidParameterError, match="nested partitions"):
+        outer.extend(inner, partition="age", part="young")
+    assert outer.entries == []

@@ -361,3 +361,10 @@ def test_seeded_release_warns_and_is_recorded():
         warnings.simplefilter("error", PrivacyWarning)
         fresh = privatize_marginals(df, "all2", 1.0, domain=DOMAIN4)
     assert not fresh.ledger.seeded
+
+
+def test_release_epsilon_is_the_spend_as_composed():
+    """Table epsilons that exceed epsilon by rounding: the release states their sum."""
+    rel = privatize_marginals(binary_data(100, 0), [("a", "b"), ("c",)], 1.0, domain=DOMAIN4,
+                              table_epsilons=[0.5, 0.5000000009], random_seed=0)
+    assert rel.epsilon == rel.ledger.total_epsilon == pytest.approx(1.0000000009, abs=1e-13)

@@ -118,8 +118,10 @@ def test_mechanisms_report_their_bounds_and_guarantees(beta_data):
                                                                  == 0))
     assert d[("censor_w", 4.0)].n_censored <= d[("censor_uw", 4.0)].n_censored
     g = {k: f.guarantee_.guarantee for k, f in fits.items()}
+    # weighted_e is local only if the refit keeps its truncation: here it does not
+    assert "above c = 1," in fits[("weighted_e", 4.0)].guarantee_.why
     assert g == {("unweighted", None): "none", ("weighted", None): "none",
-                 ("weighted_e", 4.0): "local", ("censor_uw", 4.0): "strict",
+                 ("weighted_e", 4.0): "none", ("censor_uw", 4.0): "strict",
                  ("censor_w", 4.0): "local"}  # censor_w with data-fitted weights is local
     s = wt.sample(m=2, random_seed=1)
     assert len(s) == 2 and list(s[0].columns) == ["x"] and len(s[0]) == len(beta_data)
@@ -358,3 +360,68 @@ def test_from_posterior_checks_the_truncation_of_weighted_e_on_its_draws():
             above = int(np.sum(s > eps / 4))  # change-one neighbours: c = epsilon / 4
             assert above > 0 and f"{above} record(s) of positive weight" in why
             assert "does not hold" in why
+
+
+def test_a_weight_of_zero_removes_the_record_even_where_it_is_impossible():
+    """Uniform(0, theta) records: a zero-weight record above theta has log-likelihood -inf;
+    0 * -inf must not be NaN (which cut theta's support, so the record still counted), and a
+    censored model keeps every term in [-c, c]."""
+    x = np.array([0.2, 0.4, 0.5, 0.9, 3.0])
+    w = np.array([1.0, 1.0, 1.0, 1.0, 0.0])
+
+    def unif(data, weights=None, censor=None):
+        with pm.Model() as m:
+            th = pm.Uniform("th", 0, 10)
+            weighted_observed("x", lambda t, size=None: pm.Uniform.dist(0, t, size=size), [th],
+                              np.asarray(data, float), weights=weights, censor=censor)
+        return m
+
+    for censor in (None, 0.5):
+        full, kept = unif(x, w, censor), unif(x[:4], None, censor)
+        pt_full = {"th_interval__": np.array(np.log(1.0 / 9.0))}  # theta = 1 < 3.0
+        lp_full = full.compile_logp()(pt_full)
+        lp_kept = kept.compile_logp()(pt_full)
+        assert np.isfinite(lp_full) and lp_full == pytest.approx(lp_kept)
+        terms = full.compile_fn(full.logp(vars=[full["x"]], sum=False)[0])(
+            {"th_interval__": pt_full["th_interval__"]})
+        assert terms[-1] == 0.0
+        if censor is not None:
+            assert np.all(np.abs(terms) <= censor)
+
+
+def test_from_posterior_refuses_weights_that_are_not_the_models():
+    """Naming weights (or a calibration) earns a strict label only when they are the model's
+    own: other weights are refused, the model's own accepted."""
+    x = np.random.default_rng(3).beta(2, 5, 50)
+    w = np.linspace(0.2, 1.0, 50)
+    model = beta_mixture(x, w, 1.0, n_components=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = bs.sample(model, draws=50, tune=100, chains=1, random_seed=2,
+                          progressbar=False)
+    kw = dict(factory=beta_mixture, factory_kwargs={"n_components": 1})
+    assert PseudoPosteriorSynthesizer.from_posterior(model, idata, **kw).guarantee_.guarantee \
+        == "local"
+    with pytest.raises(InvalidParameterError, match="weights the model uses"):
+        PseudoPosteriorSynthesizer.from_posterior(model, idata, weights=np.ones(50), **kw)
+    own = PseudoPosteriorSynthesizer.from_posterior(model, idata, weights=w.copy(), **kw)
+    assert own.guarantee_.guarantee == "strict"
+
+
+def test_weighted_e_states_no_epsilon_when_the_refit_breaks_its_truncation():
+    """The truncation is done on the previous fit's draws; the entry must match what the
+    final fit's own draws show (records of positive weight above c: no epsilon stated)."""
+    from bayesynth.privacy import censor_bound
+    from bayesynth.privacy.lipschitz import record_bounds
+
+    x = pd.DataFrame({"x": np.random.default_rng(3).beta(0.5, 3, 150).clip(1e-9, 1 - 1e-9)})
+    syn = PseudoPosteriorSynthesizer(beta_mixture, mechanism="weighted_e", epsilon=3.0,
+                                     draws=100, tune=100, chains=1, random_seed=5,
+                                     factory_kwargs={"n_components": 1},
+                                     max_loglik_draws=100).fit(x)
+    w = syn.diagnostics_.weights
+    L = record_loglik(syn.model_, syn.idata_, max_draws=100, random_seed=0)
+    above = int(np.sum((w > 0) & (record_bounds(L) * w > censor_bound(3.0, "change_one"))))
+    assert above > 0  # this seed shows the case
+    g = syn.guarantee_
+    assert g.guarantee == "none" and np.isinf(g.epsilon) and "does not hold" in g.why
