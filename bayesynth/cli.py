@@ -16,6 +16,7 @@ stay labels). Output files are written atomically and never over the input.
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import time
 import warnings
@@ -208,6 +209,13 @@ def _check_model_dir(path: Path, keep: Sequence[Path], overwrite: bool) -> None:
     if path.exists() and not path.is_dir():
         raise OutputExistsError(
             f"--save-model '{path}' is a file; give the path of a folder to create.")
+    for parent in target.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise OutputExistsError(
+                    f"--save-model '{path}': '{parent}' is a file, so the folder cannot be "
+                    "created there; choose another path.")
+            break
     for p in keep:
         q = p.resolve()
         if q == target or target in q.parents:
@@ -299,6 +307,10 @@ def _cmd_saturate(args: argparse.Namespace) -> int:
     df = read_table(args.input)
     variables = _split(args.variables) or [c for c in df.columns if c != args.count]
     table = microdata_to_table(df, variables, count=args.count)
+    if not args.microdata and (args.count or "count") in table.names:
+        raise BayesynthError(
+            f"The variable '{args.count or 'count'}' has the name of the output's count "
+            "column; rename it in the input, or write records with --microdata.")
     setting = {"family": args.family, "sigma": args.sigma, "alpha": args.alpha}
     if args.max_risk is not None:
         try:
@@ -318,7 +330,7 @@ def _cmd_saturate(args: argparse.Namespace) -> int:
     for path in outputs:
         syn = synthesize_table(table, **setting, random_seed=rng)
         frame = (table_to_microdata(syn, random_seed=rng) if args.microdata
-                 else syn.to_frame().rename(columns={"count": args.count or "count"}))
+                 else syn.to_frame(count=args.count or "count"))
         items.append((frame, path))
     _write_all(items, like=df, quiet=args.quiet)
     return 0
@@ -363,11 +375,18 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
     syn.fit(df)
     seed = None if args.seed is None else args.seed + 1
     frames = syn.sample(m=args.m, random_seed=seed)
-    _write_all(list(zip(frames, outputs)), like=df, schema=syn.schema_, quiet=args.quiet)
+    # all or nothing: the model first (its folder is replaced as a whole), then the tables;
+    # if the tables cannot all be written, the saved model goes too
     if args.save_model:
         syn.save(args.save_model)
-        if not args.quiet:
-            print(f"saved the fitted synthesizer to {args.save_model}")
+    try:
+        _write_all(list(zip(frames, outputs)), like=df, schema=syn.schema_, quiet=args.quiet)
+    except BaseException:
+        if args.save_model:
+            shutil.rmtree(args.save_model, ignore_errors=True)
+        raise
+    if args.save_model and not args.quiet:
+        print(f"saved the fitted synthesizer to {args.save_model}")
     return 0
 
 
@@ -451,6 +470,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from bayesynth.evaluation import report
 
     out = Path(args.output)
+    if out.with_suffix(".json") == out:
+        raise BayesynthError(f"-o '{out}': the report is HTML, and its JSON twin is written "
+                             "beside it with the suffix .json; give an .html path.")
     inputs = [Path(args.real)] + [Path(p) for p in args.synthetic]
     if args.holdout is not None:
         inputs.append(Path(args.holdout))

@@ -668,6 +668,13 @@ def _infer_one(s: pd.Series, declared: str | None) -> ColumnSchema:
         return ColumnSchema(name=name, type=declared or "continuous", dtype=dtype,
                             integer=whole, decimals=0 if whole else None)
     numeric = pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype)
+    if numeric and np.any(np.isinf(values.to_numpy(dtype=float))):
+        # before the type is decided: two distinct values (0.5 and inf) would make it "binary"
+        raise NonFiniteValueError(
+            f"Column '{name}' holds infinite values. Replace them (for example by NaN, "
+            "which bayesynth imputes) before synthesis.",
+            column=name,
+        )
 
     if declared is None:
         declares_more = is_cat_dtype and len(s.cat.categories) > 2  # keep them in the output
@@ -677,12 +684,6 @@ def _infer_one(s: pd.Series, declared: str | None) -> ColumnSchema:
             declared = "ordinal" if s.cat.ordered else "categorical"
         elif numeric:
             x = values.to_numpy(dtype=float)
-            if np.any(np.isinf(x)):
-                raise NonFiniteValueError(
-                    f"Column '{name}' holds infinite values. Replace them (for example by NaN, "
-                    "which bayesynth imputes) before synthesis.",
-                    column=name,
-                )
             codes = _special_codes(x)
             rest = x[~np.isin(x, codes)]
             n_rest = len(np.unique(rest))
@@ -854,6 +855,11 @@ def _check_frame(df: Any, min_rows: int = 1) -> None:
     dup = df.columns[df.columns.duplicated()].tolist()
     if dup:
         raise SchemaError(f"The table has duplicated column names {dup}. Rename them.")
+    odd = [c for c in df.columns if not isinstance(c, str)]
+    if odd:
+        raise SchemaError(
+            f"Column names must be text; got {odd[:5]} (a frame built from an array has numbered "
+            "columns). Name them, e.g. df.columns = df.columns.astype(str).")
 
 
 def validate_data(df: Any, schema: Schema, *, min_rows: int = MIN_ROWS,
@@ -948,6 +954,11 @@ def _validate_column(s: pd.Series, col: ColumnSchema) -> None:
         _check_informative(name, values)
         return
     assert col.levels is not None
+    if (pd.api.types.is_float_dtype(s.dtype)
+            and np.any(np.isinf(values.to_numpy(dtype=float)))):
+        raise NonFiniteValueError(
+            f"Column '{name}' holds infinite values. Replace them (for example by NaN, which "
+            "bayesynth imputes) before synthesis.", column=name)
     uniques = _check_informative(name, values)
     known = set(col.levels)
     unknown = [_plain(v) for v in uniques if _plain(v) not in known]

@@ -240,19 +240,32 @@ class SparseTable:
         grid = np.array(np.unravel_index(np.arange(self.n_cells), self.shape)).T
         return self.structural.mask_codes(self.names, grid).reshape(self.shape)
 
-    def to_frame(self) -> pd.DataFrame:
-        """One row per non-zero cell: the variables (categorical, all levels kept) and ``count``.
+    def to_frame(self, count: str = "count") -> pd.DataFrame:
+        """One row per non-zero cell: the variables (categorical, all levels kept) and the count.
 
-        :func:`microdata_to_table` with ``count="count"`` turns it back into the table.
+        :func:`microdata_to_table` with the same ``count`` turns it back into the table.
+
+        Parameters
+        ----------
+        count : str, default "count"
+            Name of the count column; it must not be a variable's name.
 
         Returns
         -------
         pandas.DataFrame
+
+        Raises
+        ------
+        bayesynth.errors.SchemaError
+            ``count`` names one of the table's variables.
         """
+        if count in self.names:
+            raise SchemaError(f"The table has a variable named '{count}', the name asked for "
+                              "the count column; pass another name (to_frame(count=...)).")
         c = self.codes()
         data = {n: pd.Categorical.from_codes(c[:, j], categories=self.levels[n])
                 for j, n in enumerate(self.names)}
-        data["count"] = self.counts
+        data[count] = self.counts
         return pd.DataFrame(data)
 
     @classmethod
@@ -371,9 +384,14 @@ def microdata_to_table(df: pd.DataFrame, variables: Sequence[str] | None = None,
             levels[v] = list(s.cat.categories)
             codes.append(s.cat.codes.to_numpy().astype(np.int64))
         else:
-            uniq = np.sort(pd.unique(s))
+            uniq = pd.unique(s)
+            try:
+                uniq = np.sort(uniq)
+                codes.append(np.searchsorted(uniq, s.to_numpy()).astype(np.int64))
+            except TypeError:  # mixed types (1 and "p"): order by their text
+                uniq = np.array(sorted(uniq, key=str), dtype=object)
+                codes.append(pd.Index(uniq).get_indexer(s.to_numpy()).astype(np.int64))
             levels[v] = list(uniq)
-            codes.append(np.searchsorted(uniq, s.to_numpy()).astype(np.int64))
     shape = tuple(len(levels[v]) for v in variables)
     if np.prod(shape, dtype=np.float64) >= 2.0**62:
         raise SchemaError(f"A table of shape {shape} has too many cells to index.")

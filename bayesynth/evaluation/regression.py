@@ -16,6 +16,7 @@ Carvalho, C. M., Polson, N. G. and Scott, J. G. (2010). The horseshoe estimator 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -91,17 +92,37 @@ def standardized_squared_error(beta_obs, sd_obs, beta_syn):
 
 def _standardize(df: pd.DataFrame, response: str, like: pd.DataFrame | None = None
                  ) -> pd.DataFrame:
-    """Standardise numeric predictors with the mean and sd of ``like`` (default ``df``)."""
+    """Standardise numeric predictors with the mean and sd of ``like`` (default ``df``).
+
+    Other predictors (text, pandas ``string``, booleans, categories) become categoricals with
+    the levels of ``like`` as text, so that a table and the one it is compared with get the
+    same design whatever their dtypes; a level ``like`` lacks becomes missing (the record is
+    left out), and ``out.attrs["unseen"]`` counts such records per column.
+    """
+    from bayesynth.evaluation._values import as_text
+
     like = df if like is None else like
     out = df.copy()
+    unseen: dict[str, int] = {}
     for c in out.columns:
         s = out[c]
         ref = like[c] if c in like.columns else s
-        if (c != response and pd.api.types.is_numeric_dtype(ref)
-                and not pd.api.types.is_bool_dtype(ref) and ref.nunique() > 2
-                and pd.api.types.is_numeric_dtype(s)):
+        numeric_ref = (pd.api.types.is_numeric_dtype(ref)
+                       and not pd.api.types.is_bool_dtype(ref))
+        if c == response:
+            continue
+        if numeric_ref and ref.nunique() > 2 and pd.api.types.is_numeric_dtype(s):
             sd = ref.std()
             out[c] = (s - ref.mean()) / (sd if sd > 0 else 1.0)
+        elif not numeric_ref:
+            text = as_text(s)
+            levels = sorted(as_text(ref).dropna().unique(), key=str)
+            known = text.isin(levels)
+            out[c] = pd.Categorical(text.where(known), categories=levels)
+            lost = int((text.notna() & ~known).sum())
+            if lost:
+                unseen[str(c)] = lost
+    out.attrs["unseen"] = unseen
     return out
 
 
@@ -163,6 +184,12 @@ def fit_regression(
         X = mm.rhs
         spec = mm.rhs.model_spec
     else:
+        unseen = std.attrs.get("unseen", {})
+        if unseen:
+            warnings.warn(
+                "Records with levels the reference (real) data lack are left out of the "
+                "regression: " + ", ".join(f"{n} in '{c}'" for c, n in unseen.items()) + ".",
+                RuntimeWarning, stacklevel=2)
         # The stored design covers the predictors only: drop missing responses here.
         std = std[std[response].notna()]
         X = spec.get_model_matrix(std, na_action="drop")

@@ -20,6 +20,11 @@ import numpy as np
 import pandas as pd
 
 from bayesynth._io import atomic_write_text
+from bayesynth.errors import (
+    ColumnTypeError,
+    InvalidParameterError,
+    MissingColumnError,
+)
 from bayesynth.evaluation import plots
 from bayesynth.evaluation.regression import regression_inference
 from bayesynth.evaluation.risk import (
@@ -169,7 +174,10 @@ def report(
         raise ValueError("report needs at least one synthetic dataset.")
     missing = [c for c in real.columns if any(c not in s.columns for s in syns)]
     if missing:
-        raise KeyError(f"Synthetic data lack column(s) {missing} of the real data.")
+        raise MissingColumnError(f"Synthetic data lack column(s) {missing} of the real data.",
+                                 column=str(missing[0]))
+    _check_names(real, known=known, synthesized=synthesized, synthesised=synthesised,
+                 sensitive=sensitive, public=public, regression=regression)
     from bayesynth.evaluation.utility import _seed_alias
     from bayesynth.schema import as_numbers
 
@@ -197,6 +205,7 @@ def report(
             kinds = {"partially"}  # the caller names the replaced columns: row by row data
         kind = "partially" if kinds == {"partially"} else "fully"
     num = numeric_columns(real, schema)
+    _check_numeric(num, syns, holdout)
     cat = [c for c in real.columns if c not in num]
     results: dict[str, Any] = {"n_real": len(real), "n_synthetic": [len(s) for s in syns],
                                "m": m, "columns": list(real.columns), "kind": kind,
@@ -411,6 +420,53 @@ def _fully_synthetic_risk(real, syns, results, sections, *, schema, known, sensi
     if holdout is not None:
         return df["singling_out_risk"].to_numpy()
     return None
+
+
+def _check_names(real: pd.DataFrame, *, known, synthesized, synthesised, sensitive, public,
+                 regression) -> None:
+    """Refuse column names the real data lack before any slow section runs."""
+    named = {"known": list(known or ()), "synthesized": list(synthesized or ()),
+             "synthesised": list(synthesised or ()),
+             "sensitive": [sensitive] if sensitive else [], "public": [public] if public else []}
+    if regression:
+        from formulaic import Formula
+
+        try:
+            named["regression"] = sorted(
+                v for v in Formula(regression).required_variables if str(v) != "1")
+        except Exception as err:  # noqa: BLE001 - formulaic raises many kinds
+            raise InvalidParameterError(f"The regression formula {regression!r} cannot be "
+                                        f"read: {err}.", column="regression") from None
+    for what, cols in named.items():
+        absent = [str(c) for c in cols if c not in real.columns]
+        if absent:
+            raise MissingColumnError(
+                f"{what} names column(s) {absent} that the real data lack (columns: "
+                f"{list(real.columns)[:12]}{' ...' if real.shape[1] > 12 else ''}).",
+                column=absent[0])
+    if public and not sensitive:
+        raise InvalidParameterError("public (the column an intruder knows) is used only with "
+                                    "sensitive (the column they try to learn); give both.",
+                                    column="public")
+
+
+def _check_numeric(num: list, syns: list[pd.DataFrame], holdout: pd.DataFrame | None) -> None:
+    """Refuse a table whose column is text where the real column holds numbers."""
+    tables = [(f"synthetic dataset {i + 1}", s) for i, s in enumerate(syns)]
+    if holdout is not None:
+        tables.append(("the hold-out data", holdout))
+    for c in num:
+        for label, t in tables:
+            col = t[c]
+            if pd.api.types.is_numeric_dtype(col.dtype) or pd.api.types.is_bool_dtype(col.dtype):
+                continue
+            bad = pd.to_numeric(col, errors="coerce").isna() & col.notna()
+            example = col[bad].iloc[0] if bad.any() else col.dropna().iloc[0] \
+                if col.notna().any() else None
+            raise ColumnTypeError(
+                f"Column '{c}' holds numbers in the real data but not in {label} (for example "
+                f"{example!r}). Write missing values as empty fields, and numbers as numbers.",
+                column=str(c))
 
 
 def _at_a_glance(results: dict) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ import numba
 import numpy as np
 import pandas as pd
 
+from bayesynth.errors import InvalidParameterError
 from bayesynth.evaluation._values import as_text
 
 __all__ = [
@@ -140,6 +141,10 @@ def _radii(real: pd.DataFrame, cont: Sequence[str], radius, radius_type: str) ->
     out = np.empty((n, len(cont)))
     for t, col in enumerate(cont):
         r = radius[col] if isinstance(radius, Mapping) else radius
+        if not (np.isfinite(float(r)) and float(r) >= 0):
+            raise InvalidParameterError(
+                f"The matching radius of '{col}' must be a finite number at least 0 (0: exact "
+                f"match); got {r!r}.", column=str(col))
         x = real[col].to_numpy(float)
         out[:, t] = r * np.abs(x) if radius_type == "percent" else np.full(n, float(r))
     return out

@@ -154,6 +154,7 @@ class RankLikelihoodSynthesizer(Synthesizer):
         """
         schema = self.schema if self.schema is not None else infer_schema(df)
         validate_data(df, schema)
+        df = as_numbers(df)  # dates as days, as sample() reads them back
         # derived columns and columns a rule fixes everywhere are not modelled: sample() adds
         # them back, computes the formulas and enforces the rules (as the other synthesizers)
         skipped = set(not_modelled(df, schema))

@@ -504,6 +504,11 @@ class CopulaSynthesizer(Synthesizer):
                 raise SchemaError(f"target '{t}' has special codes; BART targeting models one "
                                   "ordered value: leave it in the copula, or remove the codes "
                                   "from its schema.", column=t)
+            if df[t].isna().any():  # checked again by fit_target; here before the copula runs
+                raise SchemaError(
+                    f"Target '{t}' has missing values; BART targeting needs a complete "
+                    "response. Leave it in the copula (which models missingness) or impute it "
+                    "first.", column=t)
         skipped = not_modelled(df, schema)  # derived by formulas, or fixed by rules
         clash = [t for t in targets if t in skipped]
         if clash:

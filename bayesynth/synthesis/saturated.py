@@ -9,6 +9,7 @@ their counts (zero-truncated draws with mean alpha). It handles tables of 10^9 c
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -354,7 +355,7 @@ class SaturatedCountSynthesizer(Synthesizer):
                     "counts": ("cell", np.asarray(t.counts, np.int64))}).to_netcdf(
             directory / "table.nc", engine="h5netcdf")
         write_json(directory, "table.json", {
-            "names": list(t.names), "levels": {n: list(t.levels[n]) for n in t.names},
+            "names": list(t.names), "levels": {n: _levels_json(t.levels[n], n) for n in t.names},
             "structural": [{v: np.asarray(c).tolist() for v, c in b.items()}
                            for b in t.structural.blocks]})
 
@@ -367,8 +368,25 @@ class SaturatedCountSynthesizer(Synthesizer):
         obj = cls(**cls._params_from_json(meta["params"]))
         blocks = [{v: np.asarray(c, dtype=np.int64) for v, c in b.items()}
                   for b in state["structural"]]
-        obj.table_ = SparseTable(list(state["names"]), {n: list(v) for n, v in
+        obj.table_ = SparseTable(list(state["names"]), {n: _levels_from_json(v) for n, v in
                                                          state["levels"].items()},
                                  ds["index"].values.astype(np.int64),
                                  ds["counts"].values.astype(np.int64), StructuralZeros(blocks))
         return obj
+
+
+def _levels_json(levels: Sequence[Any], name: str) -> Any:
+    """Write a variable's levels for ``table.json``: dates as ISO text, tagged."""
+    values = list(levels)
+    if values and all(isinstance(v, np.datetime64 | pd.Timestamp | datetime.datetime)
+                      for v in values):
+        return {"__datetime__": [pd.Timestamp(v).isoformat() for v in values]}
+    return json_ready(values, f"levels of '{name}'")
+
+
+def _levels_from_json(value: Any) -> list:
+    """Read what :func:`_levels_json` wrote."""
+    if isinstance(value, dict) and "__datetime__" in value:
+        return [pd.Timestamp(v) for v in value["__datetime__"]]
+    return list(value)
+
