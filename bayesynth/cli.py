@@ -6,7 +6,8 @@
     bayesynth schema INPUT.csv
     bayesynth evaluate REAL.csv SYN.csv [SYN_2.csv ...] -o report.html [--known a,b] ...
     bayesynth saturate INPUT.csv -o OUT.csv [--variables a,b,c] [--count n] [--family nbi]
-                       [--sigma 0.1] [--alpha 0.02 | --max-risk 0.5] [--m M] [--microdata]
+                       [--sigma 0.1] [--alpha 0] [--max-risk 0.5] [--m M] [--microdata]
+                       (--max-risk chooses the family, sigma and alpha: not with those three)
     bayesynth demo
 
 CSV files are read with only empty fields as missing values (so labels such as "NA" or "None"
@@ -311,7 +312,13 @@ def _cmd_saturate(args: argparse.Namespace) -> int:
         raise BayesynthError(
             f"The variable '{args.count or 'count'}' has the name of the output's count "
             "column; rename it in the input, or write records with --microdata.")
-    setting = {"family": args.family, "sigma": args.sigma, "alpha": args.alpha}
+    given = [f"--{k}" for k in ("family", "sigma", "alpha") if getattr(args, k) is not None]
+    if args.max_risk is not None and given:
+        raise BayesynthError(f"--max-risk chooses the family, sigma and alpha itself; drop "
+                             f"{', '.join(given)} or --max-risk.")
+    setting = {"family": args.family or "nbi",
+               "sigma": 0.1 if args.sigma is None else args.sigma,
+               "alpha": 0.0 if args.alpha is None else args.alpha}
     if args.max_risk is not None:
         try:
             choice = tune_saturated(table, max_risk=args.max_risk)
@@ -583,12 +590,15 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("-o", "--output", required=True, help="output CSV (OUT_1.csv ... for --m > 1)")
     t.add_argument("--variables", help="comma-separated variables (default: all but --count)")
     t.add_argument("--count", help="column of cell counts (input and output)")
-    t.add_argument("--family", choices=("poisson", "nbi", "pig", "dpo"), default="nbi")
-    t.add_argument("--sigma", type=float, default=0.1,
+    t.add_argument("--family", choices=("poisson", "nbi", "pig", "dpo"), default=None,
+                   help="count family (default nbi)")
+    t.add_argument("--sigma", type=float, default=None,
                    help="dispersion (nbi, pig) or precision theta (dpo); default 0.1")
-    t.add_argument("--alpha", type=float, default=0.0, help="pseudocount of random zeros")
+    t.add_argument("--alpha", type=float, default=None,
+                   help="pseudocount of random zeros; default 0")
     t.add_argument("--max-risk", type=float, default=None,
-                   help="choose family, sigma and alpha so that E tau_4(1) <= this")
+                   help="choose family, sigma and alpha so that E tau_4(1) <= this (not with "
+                        "--family, --sigma or --alpha)")
     t.add_argument("--m", type=int, default=1, help="number of synthetic tables (default 1)")
     t.add_argument("--microdata", action="store_true",
                    help="write one row per synthetic record instead of cells and counts")

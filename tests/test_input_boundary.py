@@ -167,3 +167,31 @@ def test_cart_is_unaffected_by_these_checks():
         warnings.simplefilter("ignore")
         out = CartSynthesizer(random_seed=0).fit(df).sample(random_seed=1)[0]
     assert list(out.columns) == list(df.columns)
+
+
+def test_max_risk_refuses_a_family_sigma_or_alpha_it_would_ignore(tmp_path, capsys):
+    src = tmp_path / "t.csv"
+    rng = np.random.default_rng(0)
+    pd.DataFrame({"a": rng.choice(list("xyz"), 300), "b": rng.choice(list("pq"), 300)}).to_csv(
+        src, index=False)
+    out = tmp_path / "o.csv"
+    assert main(["saturate", str(src), "-o", str(out), "--max-risk", "0.5", "--alpha",
+                 "0.02", "--quiet"]) == 2
+    assert "--alpha" in capsys.readouterr().err and not out.exists()
+
+
+def test_bare_pm_sample_in_a_model_context_uses_the_copula_blocks():
+    """PyMC's automatic assignment passes initial_point and friends to every step it builds;
+    FactorScoresGibbs used to refuse them (TypeError)."""
+    import pymc as pm
+
+    from bayesynth.datasets import simulate_child_health
+    from bayesynth.models import rank_probit_copula
+
+    df = simulate_child_health(n=150, random_seed=1)[["read", "math", "m_race", "male"]]
+    model = rank_probit_copula(df, n_factors=2)
+    with model, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = pm.sample(draws=5, tune=5, chains=1, progressbar=False, random_seed=1,
+                          compute_convergence_checks=False)
+    assert "eta" in idata.posterior and "diverging" not in idata.sample_stats

@@ -342,8 +342,8 @@ def rank_probit_copula(
     max_levels : int, default 50
         Most levels accepted for one categorical variable.
     variance_explained : float, default 0.95
-        Only for ``n_factors="pca"``-style choices in :func:`choose_n_factors` (kept for
-        compatibility; the default rule does not use it).
+        Unused: kept so that calls written for the earlier 95%-PCA rule of the number of
+        factors still run (:func:`choose_n_factors` now uses parallel analysis).
     priors : mapping, optional
         Replacement priors (:mod:`bayesynth.models.priors`), keyed by a name of
         :data:`SWAPPABLE_PRIORS`: ``"alpha"``, ``"sigma"`` or ``"Lambda"``. Each value is a

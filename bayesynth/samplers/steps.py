@@ -589,9 +589,9 @@ class FactorScoresGibbs(CopulaGibbsStep):
     stats_dtypes_shapes = {"tune": (bool, []), "accept": (float, [])}
 
     def __init__(self, vars=None, *, model=None, rng=None, blocked: bool = True,
-                 collapse_levels: bool = False):
+                 collapse_levels: bool = False, **pymc_kwargs: Any):
         self.collapse_levels = collapse_levels
-        super().__init__(vars, model=model, rng=rng, blocked=blocked)
+        super().__init__(vars, model=model, rng=rng, blocked=blocked, **pymc_kwargs)
 
     def _setup(self, model):
         s = self.structure
