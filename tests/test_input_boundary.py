@@ -195,3 +195,14 @@ def test_bare_pm_sample_in_a_model_context_uses_the_copula_blocks():
         idata = pm.sample(draws=5, tune=5, chains=1, progressbar=False, random_seed=1,
                           compute_convergence_checks=False)
     assert "eta" in idata.posterior and "diverging" not in idata.sample_stats
+
+
+def test_attribute_disclosure_without_complete_pairs_measures_nothing():
+    from bayesynth.evaluation import outlier_attribute_disclosure
+
+    rng = np.random.default_rng(0)
+    real = pd.DataFrame({"p": np.full(50, np.nan), "s": rng.normal(size=50),
+                         "c": rng.choice(list("ab"), 50)})
+    for sens in ("s", "c"):
+        out = outlier_attribute_disclosure(real, real, public="p", sensitive=sens)
+        assert out["n_pairs"] == 0 and np.isnan(out["statistic"])

@@ -325,7 +325,8 @@ def outlier_attribute_disclosure(
         the number of extreme records paired (2k, or fewer when either table has fewer than 2k
         complete records: then the same number of lowest and highest on both sides); plus
         ``"base_rate"``, the accuracy of always predicting the most frequent real value, for
-        categorical).
+        categorical). With no complete pair (``public`` or ``sensitive`` missing everywhere)
+        the statistic is NaN: nothing was measured.
     """
     def complete(df: pd.DataFrame) -> pd.DataFrame:
         return df[[public, sensitive]].dropna()
@@ -343,6 +344,10 @@ def outlier_attribute_disclosure(
     numeric = (pd.api.types.is_numeric_dtype(real[sensitive])
                and not pd.api.types.is_bool_dtype(real[sensitive])
                and real[sensitive].nunique() > 2)
+    if n == 0:  # no complete pairs: nothing measured (not "safe")
+        out = {"statistic": float("nan"), "kind": "r2" if numeric else "accuracy",
+               "n_pairs": 0}
+        return out if numeric else {**out, "base_rate": float("nan")}
     if numeric:
         rr, ss = r.to_numpy(float), s.to_numpy(float)
         stat = float(np.corrcoef(rr, ss)[0, 1] ** 2) if rr.std() > 0 and ss.std() > 0 else 0.0

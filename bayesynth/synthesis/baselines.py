@@ -60,7 +60,11 @@ class RankLikelihoodSynthesizer(Synthesizer):
     through its empirical quantile function. A synthetic record whose one-hot columns hold
     several ones is *multiply classified*: its categorical value is set missing (not dropped),
     and the counts per variable are in ``frame.attrs["multiply_classified"]`` and in
-    :attr:`multiply_classified_`.
+    :attr:`multiply_classified_`. The empirical quantile functions hold the observed values
+    only, so, as in sbgcop, synthetic records have no missing values of their own (a column
+    12% missing in the data is complete in the synthetic data): the only missing values are
+    the multiply classified records' categories. The copula and CART synthesizers keep the
+    missing-value pattern instead.
 
     Parameters
     ----------
