@@ -206,3 +206,17 @@ def test_attribute_disclosure_without_complete_pairs_measures_nothing():
     for sens in ("s", "c"):
         out = outlier_attribute_disclosure(real, real, public="p", sensitive=sens)
         assert out["n_pairs"] == 0 and np.isnan(out["statistic"])
+
+
+def test_aliased_regression_terms_are_not_reported():
+    """A constant predictor beside the intercept: its coefficient is not identified, so it gets
+    NaN (and no CIO), as R's lm reports NA; the identified terms are unchanged."""
+    from bayesynth.evaluation.regression import fit_regression
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"y": rng.normal(size=100), "x": rng.normal(size=100), "k": 3.0})
+    with pytest.warns(RuntimeWarning, match="rank deficient"):
+        table, _ = fit_regression(df, "y ~ x + k")
+    plain, _ = fit_regression(df, "y ~ x")
+    assert np.isnan(table.loc["k", "estimate"])
+    assert table.loc["x", "estimate"] == pytest.approx(plain.loc["x", "estimate"])

@@ -205,6 +205,21 @@ def fit_regression(
         # a column of zeros (a level absent from these data) cannot be estimated: the
         # pseudo-inverse would report 0 with sd 0; say NaN instead
         dead = ~np.any(Xv != 0.0, axis=0)
+        # aliased columns (a constant predictor beside the intercept, collinear predictors)
+        # are not identified: like R's lm (tolerance 1e-7), a column that the columns before
+        # it already span (its QR diagonal negligible against its norm) is reported as NaN
+        if Xv.shape[1] and not dead.all():
+            live = np.flatnonzero(~dead)
+            R = np.linalg.qr(Xv[:, live], mode="r")
+            d = np.abs(np.diag(R)) if R.shape[0] >= len(live) else np.r_[
+                np.abs(np.diag(R)), np.zeros(len(live) - R.shape[0])]
+            gone = d <= 1e-7 * np.linalg.norm(Xv[:, live], axis=0)
+            if gone.any():
+                aliased = live[gone]
+                warnings.warn("The design is rank deficient: term(s) "
+                              f"{[names[i] for i in aliased]} are not identified (NaN).",
+                              RuntimeWarning, stacklevel=2)
+                dead[aliased] = True
         est[dead], sd[dead] = np.nan, np.nan
         lower, upper = est - z * sd, est + z * sd
     elif method == "bayes":
