@@ -355,6 +355,8 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
         import logging
 
         logging.getLogger("pymc").setLevel(logging.WARNING)
+        # which optional moves a table has no block for is detail; convergence warnings stay
+        warnings.filterwarnings("ignore", message=r".* is not used \(", category=UserWarning)
     inputs = [Path(args.input)] + ([Path(args.schema)] if args.schema else [])
     outputs = output_paths(args.output, args.m)
     _check_outputs(inputs, outputs, args.overwrite)
@@ -556,7 +558,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--save-model", help="also save the fitted synthesizer to this directory "
                    "(created; an existing one is replaced only with --overwrite)")
     s.add_argument("--overwrite", action="store_true", help="replace existing output files")
-    s.add_argument("--quiet", action="store_true", help="no progress bars or messages")
+    s.add_argument("--quiet", action="store_true",
+                   help="no progress bars or messages (warnings that the chains have not "
+                        "converged still print)")
     s.set_defaults(func=_cmd_synthesize)
 
     c = sub.add_parser("schema", help="print the inferred schema of a CSV file as JSON")

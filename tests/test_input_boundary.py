@@ -220,3 +220,15 @@ def test_aliased_regression_terms_are_not_reported():
     plain, _ = fit_regression(df, "y ~ x")
     assert np.isnan(table.loc["k", "estimate"])
     assert table.loc["x", "estimate"] == pytest.approx(plain.loc["x", "estimate"])
+
+
+def test_quiet_synthesize_hides_which_moves_are_unused(tmp_path):
+    rng = np.random.default_rng(0)
+    src, out = tmp_path / "d.csv", tmp_path / "o.csv"
+    pd.DataFrame({"a": rng.normal(size=60), "b": rng.choice(list("xyz"), 60)}).to_csv(
+        src, index=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["synthesize", str(src), "-o", str(out), "--draws", "10", "--tune", "10",
+                     "--chains", "1", "--quiet", "--seed", "1"]) == 0
+    assert not [w for w in caught if "is not used" in str(w.message)]

@@ -211,7 +211,7 @@ def test_gibbs_sampler_matches_the_nuts_reference_posterior():
                               step=[TrueCountsMetropolis(model=model)], progressbar=False,
                               target_accept=0.9, compute_convergence_checks=False)
         else:
-            idata = bs.sample(model, draws=3000, tune=1000, chains=2, random_seed=9,
+            idata = bs.sample(model, draws=1500, tune=700, chains=2, random_seed=9,
                               progressbar=False)
         cells = xr_cells(idata)
         ess = az.ess(cells)["p"].values
