@@ -668,13 +668,8 @@ def _infer_one(s: pd.Series, declared: str | None) -> ColumnSchema:
         return ColumnSchema(name=name, type=declared or "continuous", dtype=dtype,
                             integer=whole, decimals=0 if whole else None)
     numeric = pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype)
-    if numeric and np.any(np.isinf(values.to_numpy(dtype=float))):
-        # before the type is decided: two distinct values (0.5 and inf) would make it "binary"
-        raise NonFiniteValueError(
-            f"Column '{name}' holds infinite values. Replace them (for example by NaN, "
-            "which bayesynth imputes) before synthesis.",
-            column=name,
-        )
+    if numeric:  # before the type is decided: 0.5 and inf alone would make it "binary"
+        _refuse_infinite(name, values)
 
     if declared is None:
         declares_more = is_cat_dtype and len(s.cat.categories) > 2  # keep them in the output
@@ -836,6 +831,17 @@ def infer_schema(
 # ---------------------------------------------------------------------------------- validation
 
 
+def _refuse_infinite(name: str, values: pd.Series) -> None:
+    """Raise when a numeric column's observed values include +-inf."""
+    n_inf = int(np.isinf(values.to_numpy(dtype=float)).sum())
+    if n_inf:
+        raise NonFiniteValueError(
+            f"Column '{name}' holds {n_inf} infinite value(s). Replace them (for example by "
+            "NaN, which bayesynth imputes) before synthesis.",
+            column=name,
+        )
+
+
 def _check_frame(df: Any, min_rows: int = 1) -> None:
     if not isinstance(df, pd.DataFrame):
         raise InputTypeError(
@@ -937,13 +943,8 @@ def _validate_column(s: pd.Series, col: ColumnSchema) -> None:
                 "categorical.",
                 column=name,
             )
+        _refuse_infinite(name, values)
         x = values.to_numpy(dtype=float)
-        if np.any(np.isinf(x)):
-            raise NonFiniteValueError(
-                f"Column '{name}' holds {int(np.isinf(x).sum())} infinite value(s). Replace them "
-                "(for example by NaN, which bayesynth imputes) before synthesis.",
-                column=name,
-            )
         x = x[~np.isin(x, list(col.special_codes))] if col.special_codes else x
         if col.type == "count" and len(x) and not (_is_integral(x) and x.min() >= 0):
             raise ColumnTypeError(
@@ -954,11 +955,8 @@ def _validate_column(s: pd.Series, col: ColumnSchema) -> None:
         _check_informative(name, values)
         return
     assert col.levels is not None
-    if (pd.api.types.is_float_dtype(s.dtype)
-            and np.any(np.isinf(values.to_numpy(dtype=float)))):
-        raise NonFiniteValueError(
-            f"Column '{name}' holds infinite values. Replace them (for example by NaN, which "
-            "bayesynth imputes) before synthesis.", column=name)
+    if pd.api.types.is_float_dtype(s.dtype):
+        _refuse_infinite(name, values)
     uniques = _check_informative(name, values)
     known = set(col.levels)
     unknown = [_plain(v) for v in uniques if _plain(v) not in known]

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from bayesynth.errors import DataValidationError, InputTypeError, SchemaError
+from bayesynth.schema import _sorted_levels
 
 __all__ = [
     "SparseTable",
@@ -388,8 +389,8 @@ def microdata_to_table(df: pd.DataFrame, variables: Sequence[str] | None = None,
             try:
                 uniq = np.sort(uniq)
                 codes.append(np.searchsorted(uniq, s.to_numpy()).astype(np.int64))
-            except TypeError:  # mixed types (1 and "p"): order by their text
-                uniq = np.array(sorted(uniq, key=str), dtype=object)
+            except TypeError:  # mixed types (1 and "p"): ordered by their text
+                uniq = np.array(_sorted_levels(uniq), dtype=object)
                 codes.append(pd.Index(uniq).get_indexer(s.to_numpy()).astype(np.int64))
             levels[v] = list(uniq)
     shape = tuple(len(levels[v]) for v in variables)

@@ -105,12 +105,12 @@ def _standardize(df: pd.DataFrame, response: str, like: pd.DataFrame | None = No
     out = df.copy()
     unseen: dict[str, int] = {}
     for c in out.columns:
+        if c == response:
+            continue
         s = out[c]
         ref = like[c] if c in like.columns else s
         numeric_ref = (pd.api.types.is_numeric_dtype(ref)
                        and not pd.api.types.is_bool_dtype(ref))
-        if c == response:
-            continue
         if numeric_ref and ref.nunique() > 2 and pd.api.types.is_numeric_dtype(s):
             sd = ref.std()
             out[c] = (s - ref.mean()) / (sd if sd > 0 else 1.0)

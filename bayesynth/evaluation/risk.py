@@ -357,8 +357,6 @@ def outlier_attribute_disclosure(
     return {"statistic": acc, "kind": "accuracy", "n_pairs": n, "base_rate": base}
 
 
-
-
 def _mixed_encoder(train: pd.DataFrame, cols: Sequence[str], num: set):
     """Encode records for nearest-neighbour distances, scaled on the training data.
 

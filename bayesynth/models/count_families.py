@@ -58,10 +58,15 @@ Poisson."""
 NBI_POISSON_BELOW = 1e-10
 
 
+def _acts_as_poisson(family: str, sigma: float) -> bool:
+    """Whether ``family`` at ``sigma`` is computed as the Poisson (see NBI_POISSON_BELOW)."""
+    return family == "poisson" or (sigma == 0 and family != "dpo") or (
+        family == "nbi" and sigma < NBI_POISSON_BELOW)
+
+
 def _scipy_family(family: str, mu: np.ndarray, sigma: float):
     """Return the SciPy distribution (frozen over an array of means), or None if SciPy lacks it."""
-    if family == "poisson" or (sigma == 0 and family != "dpo") or (
-            family == "nbi" and sigma < NBI_POISSON_BELOW):
+    if _acts_as_poisson(family, sigma):
         return stats.poisson(mu)
     if family == "nbi":
         r = 1.0 / sigma
@@ -279,8 +284,7 @@ def draw_counts(rng: np.random.Generator, family: str, sigma: float, f: np.ndarr
     """
     validate_parameters(family, sigma)
     f = np.asarray(f, dtype=float)
-    if family == "poisson" or (sigma == 0 and family != "dpo") or (
-            family == "nbi" and sigma < NBI_POISSON_BELOW):
+    if _acts_as_poisson(family, sigma):
         return rng.poisson(f).astype(np.int64)
     if family == "nbi":
         r = 1.0 / sigma
