@@ -74,7 +74,7 @@ def _match_counts(rg, rx, rad, sg, sx, order, gstart, gend, own_ok):  # pragma: 
                 j = order[r]
                 ok = True
                 for t in range(1, d):
-                    if not abs(sx[j, t] - rx[i, t]) <= rad[i, t]:  # NaN never matches
+                    if not abs(sx[j, t] - rx[i, t]) <= rad[i, t]:  # missing values read 0, radius 0
                         ok = False
                         break
                 if ok:
@@ -165,7 +165,7 @@ def identification_risk(
     For each real record i and synthetic dataset: c_i is the number of synthetic records that
     equal record i on the ``known`` (unsynthesized) variables and on the synthesized categorical
     variables, and lie within the radius of i's real value on every synthesized continuous
-    variable; T_i = 1 when record i's own synthetic version (same row position) is among them;
+    variable (a missing value matches only a missing value, on every variable); T_i = 1 when record i's own synthetic version (same row position) is among them;
     ``IR_i = T_i / c_i`` (0 when c_i = 0). File-level risk is ``sum_i IR_i``; the true-match rate
     is the share of records with c_i = 1 and T_i = 1, the false-match rate the share of records
     with c_i = 1 that have T_i = 0 (Reiter & Mitra 2009).
@@ -210,14 +210,27 @@ def identification_risk(
     cont = [c for c in synthesized if c in num]
     catkey = known + [c for c in synthesized if c not in num]
     rad = _radii(real, cont, radius, radius_type)
+    # a missing value matches only a missing value: missingness of each continuous variable
+    # joins the exact key, and a missing value then reads 0 with radius 0
+    miss = [f"\0missing {c}" for c in cont]
+
+    def keyed(df: pd.DataFrame) -> pd.DataFrame:
+        flags = pd.DataFrame({f: df[c].isna().to_numpy() for f, c in zip(miss, cont)},
+                             index=df.index)
+        return pd.concat([df[catkey], flags], axis=1)
+
     rx = real[cont].to_numpy(float) if cont else np.zeros((len(real), 0))
+    rad = np.where(np.isnan(rx), 0.0, rad)
+    rx = np.nan_to_num(rx, nan=0.0)
+    real_key = keyed(real)
     m, n = len(syns), len(real)
     IR, C, T = (np.zeros((m, n)) for _ in range(3))
     rows = []
     for k, s in enumerate(syns):
-        codes = _group_codes(real, s, catkey)
+        codes = _group_codes(real_key, keyed(s), catkey + miss)
         rg, sg = codes[:n].astype(np.int64), codes[n:].astype(np.int64)
         sx = s[cont].to_numpy(float) if cont else np.zeros((len(s), 0))
+        sx = np.nan_to_num(sx, nan=0.0)
         first = sx[:, 0] if cont else np.zeros(len(s))
         order = np.lexsort((first, sg)).astype(np.int64)
         G = int(codes.max()) + 1 if len(codes) else 0

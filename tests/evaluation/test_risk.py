@@ -61,7 +61,11 @@ def _brute(real, syn, known, cont, radius, radius_type):
         for col in cont:
             x = real[col].iloc[i]
             r = radius * abs(x) if radius_type == "percent" else radius
-            ok &= np.abs(syn[col].to_numpy() - x) <= r
+            v = syn[col].to_numpy()
+            if np.isnan(x):  # a missing value matches only a missing value
+                ok &= np.isnan(v)
+            else:
+                ok &= np.abs(v - x) <= r
         c[i] = ok.sum()
         T[i] = ok[i]
     return c, T
@@ -76,6 +80,9 @@ def test_against_brute_force(rng, radius_type, radius):
     syn["x"] = real["x"] + rng.normal(0, 0.3, n)
     syn["y"] = real["y"] * np.exp(rng.normal(0, 0.1, n))
     syn.loc[rng.random(n) < 0.05, "y"] = np.nan
+    gone = rng.random(n) < 0.1  # missing in the real data, and mostly in its synthetic twin
+    real.loc[gone, "x"] = np.nan
+    syn.loc[gone & (rng.random(n) < 0.8), "x"] = np.nan
     res = identification_risk(real, [syn, syn.sample(frac=1, random_state=2)],
                               known=["k1", "k2"], synthesized=["x", "y"], radius=radius,
                               radius_type=radius_type)
