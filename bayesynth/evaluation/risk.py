@@ -165,7 +165,8 @@ def identification_risk(
     For each real record i and synthetic dataset: c_i is the number of synthetic records that
     equal record i on the ``known`` (unsynthesized) variables and on the synthesized categorical
     variables, and lie within the radius of i's real value on every synthesized continuous
-    variable (a missing value matches only a missing value, on every variable); T_i = 1 when record i's own synthetic version (same row position) is among them;
+    variable (a missing value matches only a missing value, on every variable); T_i = 1 when
+    record i's own synthetic version (same row position) is among them;
     ``IR_i = T_i / c_i`` (0 when c_i = 0). File-level risk is ``sum_i IR_i``; the true-match rate
     is the share of records with c_i = 1 and T_i = 1, the false-match rate the share of records
     with c_i = 1 that have T_i = 0 (Reiter & Mitra 2009).
