@@ -185,6 +185,21 @@ def test_singling_out_separates_copies_from_new_records(rng):
     assert min(fresh.n_attacks, copied.n_attacks) > 250
 
 
+def test_singling_out_predicates_turn_at_the_synthetic_median():
+    # The intruder sees only the synthetic data, so a predicate's direction turns at the
+    # synthetic median (50.5 here), not the training one (248.5). Counted predicates come from
+    # the smallest record ("x <= 1": one training person, a hit) and the largest ("x >= 100":
+    # 99 training people, no hit), half each; turned at 248.5, only "x <= 1" would count.
+    syn = pd.DataFrame({"x": np.arange(1.0, 101.0)})
+    train = pd.DataFrame({"x": np.r_[0.5, 200.0 + np.arange(99.0)]})
+    hold = pd.DataFrame({"x": 400.0 + np.arange(100.0)})
+    res = singling_out_risk(train, syn, hold, n_attacks=400, n_columns=1, random_seed=3)
+    # 2 of 100 picks count: about 160 of the 8,000 tries allowed
+    assert res.n_attacks > 100 and res.rate_control == 0.0
+    # a binomial share of at least 100 trials at 1/2: sd at most 0.05
+    assert abs(res.rate_train - 0.5) < 4 * 0.05
+
+
 def test_synthetic_kind(rng):
     real = pd.DataFrame({"id_like": rng.normal(size=200), "g": rng.choice(list("ab"), 200)})
     partial = real.assign(g=rng.choice(list("ab"), 200))
