@@ -30,6 +30,7 @@ import pytensor.tensor as pt
 from bayesynth.errors import DataValidationError, SchemaError
 from bayesynth.models.count_families import (
     FAMILIES,
+    _acts_as_poisson,
     _draw_by_pmf,
     cell_means,
     count_pmf,
@@ -135,7 +136,7 @@ def saturated_count_model(
     dims = tuple(names)
     with pm.Model(coords=coords) as model:
         fd = pm.Data("f", f, dims=dims)
-        if family == "poisson" or (sigma == 0 and family != "dpo"):
+        if _acts_as_poisson(family, sigma):  # the rule the synthesizer and risk use
             pm.Poisson("counts", mu=fd, dims=dims)
         elif family == "nbi":
             # alpha_NB = 1/sigma: variance mu + sigma mu^2; a zero mean gives a point mass at 0

@@ -96,3 +96,18 @@ def test_negative_binomial_with_a_tiny_dispersion_is_the_poisson_to_rounding():
     # just above the switch the NB itself is still accurate to 1e-5
     p = count_pmf("nbi", 3.0, 2e-10)
     assert np.abs(p - stats.poisson(3.0).pmf(np.arange(len(p)))).max() < 1e-5
+
+
+def test_pymc_model_computes_a_tiny_dispersion_as_the_poisson_too():
+    """The PyMC factory follows the same switch: its log-density at sigma = 1e-15 is the
+    Poisson's, as the synthesizer's and the tau risk's are (PyMC's NB erred there by 2e-4)."""
+    import pymc as pm
+
+    table = np.array([[3, 0], [5, 1]])
+    model = saturated_count_model(table, family="nbi", sigma=1e-15)
+    f = model["f"].get_value()
+    value = model.rvs_to_values[model["counts"]]
+    lp = model.compile_fn(model.logp(sum=False)[0], inputs=[value])({value.name: table})
+    ref = stats.poisson(f).logpmf(table)
+    assert isinstance(model["counts"].owner.op, type(pm.Poisson.dist(1.0).owner.op))
+    assert np.abs(lp - ref).max() < 1e-12
