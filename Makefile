@@ -23,7 +23,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 \
-		$(BIN)/python -m pytest -n 2 --dist loadfile -q --durations=20 --nbmake tests notebooks
+		$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q --durations=20 --nbmake tests notebooks
 
 benchmark: $(STAMP)
 	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python benchmarks/copula_gibbs.py

@@ -15,6 +15,32 @@ from bayesynth.tables import SparseTable, StructuralZeros
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
+#: The longest files of ``make test``, longest first (seconds in CI, 2026-12-03). pytest-xdist's
+#: ``--dist loadfile`` hands out whole files in collection order (``--no-loadscope-reorder``),
+#: so starting the long ones first keeps both workers busy to the end; left to its default it
+#: sorts files by their number of tests and ran the notebooks (one test each) last.
+LONGEST_FIRST = (
+    "notebooks/01_rank_probit_copula.ipynb",  # 344
+    "notebooks/02_targeted_synthesis.ipynb",  # 326
+    "tests/statistical/test_copula_posterior.py",  # about 360
+    "notebooks/05_latent_class_dp.ipynb",  # 283
+    "notebooks/03_pseudo_posterior.ipynb",  # 185
+    "tests/statistical/test_sbc.py",  # about 150
+    "notebooks/00_research_workflow.ipynb",  # 110
+    "notebooks/04_saturated_counts.ipynb",  # 88
+)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Run the longest files first (see LONGEST_FIRST); each file's tests stay together."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+
+    def key(item):
+        return rank.get(item.nodeid.split("::", 1)[0], len(rank))
+
+    items.sort(key=key)  # stable: the other files keep their order
+
+
 @pytest.fixture
 def seed() -> int:
     return 20261129
