@@ -866,6 +866,18 @@ def _check_frame(df: Any, min_rows: int = 1) -> None:
         raise SchemaError(
             f"Column names must be text; got {odd[:5]} (a frame built from an array has numbered "
             "columns). Name them, e.g. df.columns = df.columns.astype(str).")
+    for c in df.columns:
+        col = df[c]
+        if col.dtype != object:
+            continue
+        kinds = set(col.dropna().map(type).unique())  # unique() itself would merge 1 and True
+        has_bool = bool(kinds & {bool, np.bool_})
+        if has_bool and any(issubclass(k, (int, float, np.number)) and k not in (bool, np.bool_)
+                            for k in kinds):
+            raise SchemaError(
+                f"Column '{c}' mixes True/False with numbers; Python counts True as 1 and False "
+                "as 0, so they would merge into one level. Make it one type, e.g. "
+                f"df['{c}'] = df['{c}'].astype(str).", column=str(c))
 
 
 def validate_data(df: Any, schema: Schema, *, min_rows: int = MIN_ROWS,

@@ -232,3 +232,13 @@ def test_quiet_synthesize_hides_which_moves_are_unused(tmp_path):
         assert main(["synthesize", str(src), "-o", str(out), "--draws", "10", "--tune", "10",
                      "--chains", "1", "--quiet", "--seed", "1"]) == 0
     assert not [w for w in caught if "is not used" in str(w.message)]
+
+
+def test_a_column_mixing_booleans_and_numbers_is_refused():
+    # Python counts True as 1: pandas would merge the two into one level without a word
+    df = pd.DataFrame({"a": pd.Series([True, 1, "x", False, 0, "y"] * 20, dtype=object),
+                       "b": np.arange(120.0)})
+    with pytest.raises(SchemaError, match="'a' mixes True/False with numbers"):
+        infer_schema(df)
+    ok = df.assign(a=df["a"].astype(str))
+    assert set(infer_schema(ok)["a"].levels) == {"True", "1", "x", "False", "0", "y"}
