@@ -222,6 +222,36 @@ def test_aliased_regression_terms_are_not_reported():
     assert table.loc["x", "estimate"] == pytest.approx(plain.loc["x", "estimate"])
 
 
+def test_a_term_aliased_only_in_synthetic_data_leaves_the_others_as_without_it():
+    """z equals x in the synthetic table: x's estimate and sd are those of y ~ x on the same
+    standardised design (least squares with z kept would split x's effect over both)."""
+    from bayesynth.evaluation.regression import fit_regression
+
+    rng = np.random.default_rng(1)
+    real = pd.DataFrame({"x": rng.normal(size=50), "z": rng.normal(size=50)})
+    real["y"] = 1 + 2 * real["x"] + rng.normal(size=50)
+    _, spec = fit_regression(real, "y ~ x + z")
+    syn = real.assign(z=real["x"])
+    with pytest.warns(RuntimeWarning, match="rank deficient"):
+        table, _ = fit_regression(syn, "y ~ x + z", spec=spec, scale_from=real)
+    _, spec_x = fit_regression(real, "y ~ x")
+    alone, _ = fit_regression(syn, "y ~ x", spec=spec_x, scale_from=real)
+    assert np.isnan(table.loc["z", "estimate"])
+    assert table.loc["x", "estimate"] == pytest.approx(alone.loc["x", "estimate"], rel=1e-9)
+    assert table.loc["x", "sd"] == pytest.approx(alone.loc["x", "sd"], rel=1e-9)
+
+
+def test_a_regression_with_no_complete_record_is_nan_not_a_crash():
+    from bayesynth.evaluation.regression import fit_regression
+
+    rng = np.random.default_rng(2)
+    real = pd.DataFrame({"x": rng.normal(size=40), "y": rng.normal(size=40)})
+    _, spec = fit_regression(real, "y ~ x")
+    with pytest.warns(RuntimeWarning, match="Only 0 complete records"):
+        table, _ = fit_regression(real.assign(x=np.nan), "y ~ x", spec=spec, scale_from=real)
+    assert table["estimate"].isna().all()
+
+
 def test_quiet_synthesize_hides_which_moves_are_unused(tmp_path):
     rng = np.random.default_rng(0)
     src, out = tmp_path / "d.csv", tmp_path / "o.csv"

@@ -196,40 +196,53 @@ def fit_regression(
         y = std.loc[X.index, response].to_numpy(float)
     names = list(X.columns)
     Xv = np.asarray(X, float)
-    if method == "ols":
+    if method not in ("ols", "bayes"):
+        raise ValueError(f"method must be 'ols' or 'bayes'; got {method!r}.")
+    dead = _unidentified(Xv, names)
+    keep = np.flatnonzero(~dead)
+    est, sd, lower, upper = (np.full(len(names), np.nan) for _ in range(4))
+    if len(y) <= len(keep):
+        warnings.warn(f"Only {len(y)} complete records for {len(keep)} coefficients of "
+                      f"'{formula}': nothing is estimated (NaN).", RuntimeWarning, stacklevel=2)
+    elif method == "ols":
         import statsmodels.api as sm
 
-        res = sm.OLS(y, Xv).fit()
+        # the identified columns only: with an aliased column left in, least squares would
+        # split its effect over the columns it is collinear with (R's lm drops it too)
+        res = sm.OLS(y, Xv[:, keep]).fit()
         z = stats.t.ppf(0.5 + level / 2, res.df_resid)
-        est, sd = np.array(res.params, float), np.array(res.bse, float)
-        # a column of zeros (a level absent from these data) cannot be estimated: the
-        # pseudo-inverse would report 0 with sd 0; say NaN instead
-        dead = ~np.any(Xv != 0.0, axis=0)
-        # aliased columns (a constant predictor beside the intercept, collinear predictors)
-        # are not identified: like R's lm (tolerance 1e-7), a column that the columns before
-        # it already span (its QR diagonal negligible against its norm) is reported as NaN
-        if Xv.shape[1] and not dead.all():
-            live = np.flatnonzero(~dead)
-            R = np.linalg.qr(Xv[:, live], mode="r")
-            d = np.abs(np.diag(R)) if R.shape[0] >= len(live) else np.r_[
-                np.abs(np.diag(R)), np.zeros(len(live) - R.shape[0])]
-            gone = d <= 1e-7 * np.linalg.norm(Xv[:, live], axis=0)
-            if gone.any():
-                aliased = live[gone]
-                warnings.warn("The design is rank deficient: term(s) "
-                              f"{[names[i] for i in aliased]} are not identified (NaN).",
-                              RuntimeWarning, stacklevel=2)
-                dead[aliased] = True
-        est[dead], sd[dead] = np.nan, np.nan
+        est[keep], sd[keep] = np.array(res.params, float), np.array(res.bse, float)
         lower, upper = est - z * sd, est + z * sd
-    elif method == "bayes":
-        est, sd, lower, upper = _horseshoe(y, Xv, names, level, draws, tune, chains,
-                                           random_seed, progressbar)
     else:
-        raise ValueError(f"method must be 'ols' or 'bayes'; got {method!r}.")
+        e, s_, lo, hi = _horseshoe(y, Xv[:, keep], [names[i] for i in keep], level, draws,
+                                   tune, chains, random_seed, progressbar)
+        est[keep], sd[keep], lower[keep], upper[keep] = e, s_, lo, hi
     table = pd.DataFrame({"estimate": est, "sd": sd, "lower": lower, "upper": upper},
                          index=pd.Index(names, name="term"))
     return table.drop(index=[n for n in names if n.lower() == "intercept"]), spec
+
+
+def _unidentified(Xv: np.ndarray, names: Sequence[str]) -> np.ndarray:
+    """Mark the design columns that cannot be estimated, with a warning for aliased ones.
+
+    A column of zeros (a level absent from these data) and, like R's lm (tolerance 1e-7), a
+    column that the columns before it already span (its QR diagonal negligible against its
+    norm: a constant predictor beside the intercept, collinear predictors).
+    """
+    dead = ~np.any(Xv != 0.0, axis=0)
+    if Xv.shape[1] and not dead.all() and Xv.shape[0]:
+        live = np.flatnonzero(~dead)
+        R = np.linalg.qr(Xv[:, live], mode="r")
+        d = np.abs(np.diag(R)) if R.shape[0] >= len(live) else np.r_[
+            np.abs(np.diag(R)), np.zeros(len(live) - R.shape[0])]
+        gone = d <= 1e-7 * np.linalg.norm(Xv[:, live], axis=0)
+        if gone.any():
+            aliased = live[gone]
+            warnings.warn("The design is rank deficient: term(s) "
+                          f"{[names[i] for i in aliased]} are not identified (NaN).",
+                          RuntimeWarning, stacklevel=3)
+            dead[aliased] = True
+    return dead
 
 
 def _horseshoe(y, X, names, level, draws, tune, chains, seed, progressbar):
