@@ -2,16 +2,18 @@
 
 Each synthetic dataset is analysed as if it were the real data, giving an estimate q_l and a
 variance estimate v_l; :func:`combine_estimates` turns the m pairs into one estimate, its
-variance and an interval (Reiter's rules for fully synthetic data, or Raab, Nowok & Dibben's for
-synthesis from the posterior predictive). :func:`combine_marginal_estimates` applies Reiter's
-rules to the cell proportions of a marginal table, as for the latent class synthesis of private
-marginals (Pistner et al.).
+variance and an interval (the rules for fully synthetic data of Raghunathan, Reiter & Rubin,
+Reiter's for partially synthetic data, or Raab, Nowok & Dibben's for synthesis from the
+posterior predictive). :func:`combine_marginal_estimates` applies the fully synthetic rules to
+the cell proportions of a marginal table, as for the latent class synthesis of private marginals
+(Pistner et al.).
 
 References
 ----------
+Raghunathan, T. E., Reiter, J. P. and Rubin, D. B. (2003). Multiple imputation for statistical
+disclosure limitation. *Journal of Official Statistics*, 19(1), 1-16 (fully synthetic data).
 Reiter, J. P. (2003). Inference for partially synthetic, public use microdata sets. *Survey
-Methodology*, 29(2), 181-188; and Raghunathan, Reiter and Rubin (2003), *JOS* 19(1), 1-16, for
-the fully synthetic rules.
+Methodology*, 29(2), 181-188.
 Raab, G. M., Nowok, B. and Dibben, C. (2016). Practical data synthesis for large samples.
 *Journal of Privacy and Confidentiality*, 7(3), 67-97.
 """
@@ -61,11 +63,16 @@ def combine_estimates(
     With :math:`\bar q = m^{-1}\sum q_l`, :math:`b = (m-1)^{-1}\sum (q_l - \bar q)^2` and
     :math:`\bar v = m^{-1}\sum v_l`:
 
-    ``rule="reiter2003"`` (fully synthetic data, Raghunathan, Reiter & Rubin 2003; Reiter 2002,
-    2003): :math:`T_f = (1 + 1/m)\,b - \bar v`, t reference distribution with
+    ``rule="fully"`` (fully synthetic data, Raghunathan, Reiter & Rubin 2003; Reiter 2002):
+    :math:`T_f = (1 + 1/m)\,b - \bar v`, t reference distribution with
     :math:`\nu = (m-1)\,(1 - \bar v / ((1 + 1/m) b))^2` degrees of freedom. Needs m >= 2. When
     :math:`T_f \le 0` the conservative :math:`T^* = (n_{syn}/n)\,\bar v` is used instead (Reiter
     2002), with a normal reference.
+
+    ``rule="partially"`` (partially synthetic data, the real records with some values replaced;
+    Reiter 2003): :math:`T_p = b/m + \bar v`, t reference distribution with
+    :math:`\nu = (m-1)\,(1 + m \bar v / b)^2` degrees of freedom (normal when b = 0). Needs
+    m >= 2.
 
     ``rule="raab2016"`` (Raab, Nowok & Dibben 2016, any m >= 1, normal reference), with
     :math:`k = n_{syn}`: for synthesis from parameters held at their estimates (the saturated
@@ -79,8 +86,9 @@ def combine_estimates(
     ----------
     estimates, variances : sequence of float
         q_l and v_l (the squared standard errors computed as if each synthetic dataset were real).
-    rule : {"raab2016", "reiter2003"}, default "raab2016"
-        The combining rule, as above.
+    rule : {"raab2016", "fully", "partially"}, default "raab2016"
+        The combining rule, as above. (``"reiter2003"``, this function's old name for the fully
+        synthetic rule, is refused: Reiter 2003 is the partially synthetic one.)
     n, n_syn : int, optional
         Rows of the real and of each synthetic dataset (default equal).
     level : float, default 0.95
@@ -102,17 +110,26 @@ def combine_estimates(
     if rule == "raab2016":
         T = vbar * (ratio + (1.0 + ratio) / m) if proper else vbar * (ratio + 1.0 / m)
         df = np.inf
-    elif rule == "reiter2003":
+    elif rule in ("fully", "partially"):
         if m < 2:
-            raise ValueError("rule='reiter2003' needs at least two synthetic datasets.")
+            raise ValueError(f"rule={rule!r} needs at least two synthetic datasets.")
         b = float(q.var(ddof=1))
-        T = (1 + 1 / m) * b - vbar
-        if T > 0:
-            df = (m - 1) * (1 - vbar / ((1 + 1 / m) * b)) ** 2
+        if rule == "partially":
+            T = b / m + vbar
+            df = (m - 1) * (1 + m * vbar / b) ** 2 if b > 0 else np.inf
         else:
-            T, df = ratio * vbar, np.inf
+            T = (1 + 1 / m) * b - vbar
+            if T > 0:
+                df = (m - 1) * (1 - vbar / ((1 + 1 / m) * b)) ** 2
+            else:
+                T, df = ratio * vbar, np.inf
+    elif rule == "reiter2003":
+        raise ValueError("rule='reiter2003' was this function's name for the fully synthetic "
+                         "rule of Raghunathan, Reiter & Rubin (2003); say rule='fully' for it, "
+                         "or rule='partially' for Reiter's (2003) partially synthetic rule.")
     else:
-        raise ValueError(f"rule must be 'raab2016' or 'reiter2003'; got {rule!r}.")
+        raise ValueError("rule must be 'raab2016', 'fully' or 'partially'; got "
+                         f"{rule!r}.")
     crit = stats.norm.ppf(0.5 + level / 2) if np.isinf(df) else stats.t.ppf(0.5 + level / 2, df)
     se = float(np.sqrt(T))
     return CombinedEstimate(qbar, float(T), se, float(df), qbar - crit * se, qbar + crit * se,
@@ -123,8 +140,9 @@ def combine_marginal_estimates(synthetic: Sequence[pd.DataFrame], variables: Seq
                                *, level: float = 0.95, n: int | None = None) -> pd.DataFrame:
     """Combine estimates of a marginal's cell proportions from m fully synthetic datasets.
 
-    Reiter's (2003) rules, with per dataset q = the cell's proportion and v = q (1 - q) / n_syn
-    (see :func:`bayesynth.evaluation.combine_estimates`, ``rule="reiter2003"``).
+    The fully synthetic rules (Raghunathan, Reiter & Rubin 2003), with per dataset q = the
+    cell's proportion and v = q (1 - q) / n_syn (see
+    :func:`bayesynth.evaluation.combine_estimates`, ``rule="fully"``).
 
     Parameters
     ----------
@@ -159,7 +177,7 @@ def combine_marginal_estimates(synthetic: Sequence[pd.DataFrame], variables: Seq
     for cell in cells:
         q = [float(t.loc[cell]) for t in tabs]
         comb = combine_estimates(q, [x * (1 - x) / k for x, k in zip(q, sizes)],
-                                 rule="reiter2003", n=n or n_syn, n_syn=n_syn, level=level)
+                                 rule="fully", n=n or n_syn, n_syn=n_syn, level=level)
         rows.append({"estimate": comb.estimate, "se": comb.se, "lower": comb.lower,
                      "upper": comb.upper})
     return pd.DataFrame(rows, index=cells)
