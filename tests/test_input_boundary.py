@@ -272,3 +272,28 @@ def test_a_column_mixing_booleans_and_numbers_is_refused():
         infer_schema(df)
     ok = df.assign(a=df["a"].astype(str))
     assert set(infer_schema(ok)["a"].levels) == {"True", "1", "x", "False", "0", "y"}
+
+
+def test_propensity_measures_skip_a_numeric_column_missing_in_both_tables():
+    from bayesynth.evaluation import propensity_auc
+
+    rng = np.random.default_rng(3)
+    real = pd.DataFrame({"x": rng.normal(size=120), "m": rng.normal(size=120)})
+    schema = infer_schema(real)  # m is continuous here
+    assert schema["m"].type == "continuous"
+    R, S = real.assign(m=np.nan), real.assign(x=rng.normal(size=120), m=np.nan)
+    with_m = propensity_score_utility(R, S, schema=schema)
+    without = propensity_score_utility(R[["x"]], S[["x"]], schema=schema)
+    assert with_m.pmse == pytest.approx(without.pmse) and with_m.n_params == without.n_params
+    assert propensity_auc(R, S, schema=schema, random_seed=0) == pytest.approx(
+        propensity_auc(R[["x"]], S[["x"]], schema=schema, random_seed=0))
+
+
+def test_level_shares_match_across_text_and_numbers():
+    from bayesynth.evaluation import crosstab_comparison, tv_distance
+
+    assert tv_distance(pd.Series([1, 2, 2]), pd.Series(["1", "2", "2"])) == 0.0
+    assert tv_distance(pd.Series([1.0, np.nan]), pd.Series([1, None], dtype=object)) == 0.0
+    real = pd.DataFrame({"a": [1, 2, 2, 1], "b": ["x", "y", "x", "y"]})
+    _, worst = crosstab_comparison(real, real.assign(a=real["a"].astype(str)), ["a", "b"])
+    assert worst == 0.0

@@ -102,8 +102,9 @@ def tv_distance(real, synthetic) -> float:
     float
         Half the sum of the absolute differences of the level shares, in [0, 1].
     """
-    p = pd.Series(real).astype(object).fillna("<NA>").value_counts(normalize=True)
-    q = pd.Series(synthetic).astype(object).fillna("<NA>").value_counts(normalize=True)
+    # values compared as text written one way (as_text): 1, 1.0 and "1" are one level
+    p = as_text(pd.Series(real)).value_counts(normalize=True)
+    q = as_text(pd.Series(synthetic)).value_counts(normalize=True)
     p, q = p.align(q, fill_value=0.0)
     return float(0.5 * np.abs(p - q).sum())
 
@@ -231,7 +232,7 @@ def crosstab_comparison(
     a, b = columns
 
     def freq(df: pd.DataFrame) -> pd.Series:
-        keys = [df[a].astype(object).fillna("<NA>"), df[b].astype(object).fillna("<NA>")]
+        keys = [as_text(df[a]), as_text(df[b])]  # 1, 1.0 and "1" are one level
         return pd.Series(1.0, index=pd.MultiIndex.from_arrays(keys)).groupby(
             level=[0, 1]).sum() / len(df)
 
@@ -283,6 +284,8 @@ def _design(real: pd.DataFrame, synthetic: pd.DataFrame, columns, schema) -> np.
         if c in num:
             x = s.astype(float)
             miss = x.isna()
+            if miss.all():  # nothing but the (constant) missing indicator: no information
+                continue
             x = x.fillna(x.median())
             sd = x.std()
             parts.append(((x - x.mean()) / (sd if sd > 0 else 1.0)).to_numpy()[:, None])
@@ -439,7 +442,10 @@ def propensity_auc(
     cat_mask = []
     for c in columns:
         if c in num:
-            X[c] = pd.to_numeric(both[c], errors="coerce").astype(float)
+            x = pd.to_numeric(both[c], errors="coerce").astype(float)
+            if x.isna().all():  # missing in both tables: nothing to tell them apart by
+                continue
+            X[c] = x
             cat_mask.append(False)
         else:
             codes = pd.factorize(as_text(both[c]))[0]
