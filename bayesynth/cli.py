@@ -316,8 +316,13 @@ def _cmd_saturate(args: argparse.Namespace) -> int:
     if args.max_risk is not None and given:
         raise BayesynthError(f"--max-risk chooses the family, sigma and alpha itself; drop "
                              f"{', '.join(given)} or --max-risk.")
-    setting = {"family": args.family or "nbi",
-               "sigma": 0.1 if args.sigma is None else args.sigma,
+    family = args.family or "nbi"
+    if family == "poisson" and args.sigma not in (None, 0.0):
+        raise BayesynthError("--sigma has no effect on the Poisson family (it has no "
+                             "dispersion); drop --sigma, or choose --family nbi, pig or dpo.")
+    setting = {"family": family,
+               "sigma": (0.0 if family == "poisson" else 0.1) if args.sigma is None
+               else args.sigma,
                "alpha": 0.0 if args.alpha is None else args.alpha}
     if args.max_risk is not None:
         try:
@@ -329,9 +334,11 @@ def _cmd_saturate(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(f"table: {table.n_cells:,} cells, {len(table.index):,} non-zero, "
               f"n = {table.n_records:,}")
-        print(f"setting: {setting['family']}, sigma = {setting['sigma']:g}, alpha = "
-              f"{setting['alpha']:g}; expected tau_4(1) = {tau.loc[1, 'tau4']:.4f}, "
-              f"tau_3(1) = {tau.loc[1, 'tau3']:.4f}")
+        fam = setting["family"]
+        spread = ("" if fam == "poisson" else
+                  f"{'theta' if fam == 'dpo' else 'sigma'} = {setting['sigma']:g}, ")
+        print(f"setting: {fam}, {spread}alpha = {setting['alpha']:g}; expected tau_4(1) = "
+              f"{tau.loc[1, 'tau4']:.4f}, tau_3(1) = {tau.loc[1, 'tau3']:.4f}")
     rng = np.random.default_rng(args.seed)
     items = []
     for path in outputs:
@@ -597,7 +604,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--family", choices=("poisson", "nbi", "pig", "dpo"), default=None,
                    help="count family (default nbi)")
     t.add_argument("--sigma", type=float, default=None,
-                   help="dispersion (nbi, pig) or precision theta (dpo); default 0.1")
+                   help="dispersion (nbi, pig) or precision theta (dpo); default 0.1 (the "
+                        "Poisson has none)")
     t.add_argument("--alpha", type=float, default=None,
                    help="pseudocount of random zeros; default 0")
     t.add_argument("--max-risk", type=float, default=None,

@@ -211,6 +211,15 @@ def test_cli_saturate_writes_tables_and_microdata(tmp_path, capsys):
     assert main(["saturate", str(src), "-o", str(tmp_path / "x.csv"), "--count", "count",
                  "--max-risk", "0.0001"]) == 2
     assert "tau_4(1)" in capsys.readouterr().err
+    # the Poisson has no dispersion: none is printed, and one given is refused
+    pois = tmp_path / "pois.csv"
+    assert main(["saturate", str(src), "-o", str(pois), "--count", "count", "--family",
+                 "poisson", "--seed", "1"]) == 0
+    line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("setting:")][0]
+    assert line.startswith("setting: poisson, alpha = 0;") and "sigma" not in line
+    assert main(["saturate", str(src), "-o", str(tmp_path / "p2.csv"), "--count", "count",
+                 "--family", "poisson", "--sigma", "0.5"]) == 2
+    assert "no effect on the Poisson" in capsys.readouterr().err
 
 
 def test_save_model_never_replaces_a_folder_or_file_unasked(csv, tmp_path, capsys):

@@ -53,7 +53,7 @@ Poisson."""
 
 
 #: Below this dispersion the negative binomial is computed as the Poisson: its parameter
-#: p = r / (r + mu) then rounds so close to 1 that the pmf's own error (4e-6 at 1e-12)
+#: p = r / (r + mu) then rounds so close to 1 that the pmf's own error (8e-6 at 1e-12)
 #: exceeds its difference from the Poisson (variance f + sigma f^2).
 NBI_POISSON_BELOW = 1e-10
 
@@ -81,7 +81,8 @@ def _pig_recursion(mu: float, sigma: float, kmax: int) -> np.ndarray:
     p_0 underflows for large mu; rescaling keeps every p_k accurate however small.
     """
     t = 1.0 + 2.0 * sigma * mu
-    log_p0 = (1.0 - np.sqrt(t)) / sigma
+    # (1 - sqrt t) / sigma written without the cancellation that made it 0 at sigma 1e-16
+    log_p0 = -2.0 * mu / (1.0 + np.sqrt(t))
     logp = np.full(kmax + 1, -np.inf)
     logp[0] = log_p0
     a = 2.0 * sigma * mu / t

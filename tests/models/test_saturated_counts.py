@@ -111,3 +111,13 @@ def test_pymc_model_computes_a_tiny_dispersion_as_the_poisson_too():
     ref = stats.poisson(f).logpmf(table)
     assert isinstance(model["counts"].owner.op, type(pm.Poisson.dist(1.0).owner.op))
     assert np.abs(lp - ref).max() < 1e-12
+
+
+@pytest.mark.parametrize("sigma", [1e-9, 1e-12, 1e-16, 1e-20])
+def test_pig_with_a_tiny_dispersion_is_the_poisson(sigma):
+    """p_0 = exp((1 - sqrt(1 + 2 sigma mu)) / sigma) cancelled to exp(0) = 1 at sigma 1e-16
+    (the pmf summed to e); the PIG tends to the Poisson as sigma -> 0."""
+    p = count_pmf("pig", 1.0, sigma)
+    q = stats.poisson(1.0).pmf(np.arange(len(p)))
+    assert np.abs(p - q).max() < 1e-8
+    assert p.sum() == pytest.approx(1.0, abs=1e-9)
