@@ -33,9 +33,9 @@ from bayesynth.evaluation.risk import (
     distance_to_closest_record,
     identification_risk,
     identification_risk_sweep,
+    kept_columns,
     outlier_attribute_disclosure,
     singling_out_risk,
-    synthetic_kind,
 )
 from bayesynth.evaluation.utility import (
     crosstab_comparison,
@@ -199,16 +199,25 @@ def report(
             raise KeyError(f"The hold-out data lack column(s) {absent} of the real data.")
     output = Path(output)
     m = len(syns)
+    kind_note = f"stated (kind={kind!r})"
     if kind == "auto":
-        kinds = {synthetic_kind(real, s) for s in syns}
+        kept = [kept_columns(real, s) for s in syns]
+        kinds = {"partially" if k else "fully" for k in kept}
         if synthesized and all(len(s) == len(real) for s in syns):
             kinds = {"partially"}  # the caller names the replaced columns: row by row data
+            kind_note = "inferred: synthesized= names the replaced columns"
+        elif kinds == {"partially"}:
+            shown = ", ".join(f"'{c}' ({v:.0%} of rows)" for c, v in list(kept[0].items())[:5])
+            kind_note = (f"inferred: column(s) {shown} equal the real table's row by row")
+        else:
+            kind_note = "inferred: no column equals the real table's row by row"
         kind = "partially" if kinds == {"partially"} else "fully"
     num = numeric_columns(real, schema)
     _check_numeric(num, syns, holdout)
     cat = [c for c in real.columns if c not in num]
     results: dict[str, Any] = {"n_real": len(real), "n_synthetic": [len(s) for s in syns],
                                "m": m, "columns": list(real.columns), "kind": kind,
+                               "kind_note": kind_note,
                                "n_holdout": None if holdout is None else len(holdout)}
     sections: list[str] = []
 
@@ -285,7 +294,7 @@ def report(
         risk_values = _partially_synthetic_risk(real, syns, results, sections, schema=schema,
                                                 known=known, synthesized=synthesized,
                                                 sensitive=sensitive, public=public,
-                                                radius=radius, radii=radii)
+                                                radius=radius, radii=radii, holdout=holdout)
     else:
         risk_values = _fully_synthetic_risk(real, syns, results, sections, schema=schema,
                                             known=known, sensitive=sensitive, holdout=holdout,
@@ -311,9 +320,27 @@ def report(
 
 
 def _partially_synthetic_risk(real, syns, results, sections, *, schema, known, synthesized,
-                              sensitive, public, radius, radii):
+                              sensitive, public, radius, radii, holdout):
     """Identification risk by row-by-row matching and attribute disclosure at outliers."""
     risk_values = None
+    cols = list(real.columns)
+    rk = _record_keys(real, cols)
+    copies = pd.DataFrame([{
+        "own_record_share": float(np.mean(_record_keys(s[cols], cols).to_numpy()
+                                          == rk.to_numpy())),
+        "exact_copy_share": float(_record_keys(s[cols], cols).isin(rk).mean())} for s in syns])
+    copies.index.name = "dataset"
+    results["partially_synthetic_copies"] = copies
+    note = html.escape(results.get("kind_note", "stated"))
+    text = (f"Treated as partially synthetic data ({note}; "
+            "state kind/--kind if this is wrong). own_record_share: records whose every value "
+            "equals the real record in the same row (nothing replaced); exact_copy_share: "
+            "records equal to any real record on every column.")
+    if holdout is not None:
+        text += (" The hold-out data are not used: the DCR ratio and singling-out risk are "
+                 "measures for fully synthetic data.")
+    sections.append(_section("Records kept whole (partially synthetic data)", text,
+                             [_table_html(copies)], []))
     if known or synthesized:
         ir = identification_risk(real, syns, known=known, synthesized=synthesized,
                                  radius=radius, schema=schema)
@@ -342,11 +369,17 @@ def _partially_synthetic_risk(real, syns, results, sections, *, schema, known, s
         ad_df.index.name = "dataset"
         results["attribute_disclosure"] = {"public": public, "sensitive": sensitive,
                                            "per_dataset": ad_df}
+        per_end = sorted({int(x) // 2 for x in ad_df["n_pairs"]})
+        ends = " to ".join(str(x) for x in (per_end[0], per_end[-1])) if len(per_end) > 1 \
+            else str(per_end[0])
         sections.append(_section(
             "Attribute disclosure at outliers",
-            f"Sensitive <b>{html.escape(sensitive)}</b> at the 50 lowest and 50 highest values "
+            f"Sensitive <b>{html.escape(sensitive)}</b> at the {ends} lowest and {ends} highest "
+            "values "
             f"of public <b>{html.escape(public)}</b> (Feldman & Kowal 2022, section 6.4): R^2 "
-            "(numeric) or accuracy (categorical); near 0, or near the base rate, is safe.",
+            "(numeric) or accuracy (categorical); near 0, or near the base rate, is safe. R^2 "
+            "is NaN when one side is constant at the extremes: read exact_share (pairs with "
+            "equal values) there.",
             [_table_html(ad_df)], []))
     return risk_values
 
@@ -370,7 +403,8 @@ def _fully_synthetic_risk(real, syns, results, sections, *, schema, known, sensi
                        median_dcr_holdout=float(np.median(d.holdout_to_train)),
                        singling_out_rate=so.rate_train, singling_out_control=so.rate_control,
                        singling_out_risk=so.risk, singling_out_excess=so.excess,
-                       singling_out_chance95=so_band, singling_out_p=so_p)
+                       singling_out_chance95=so_band, singling_out_p=so_p,
+                       singling_out_attacks=so.n_attacks)
         else:
             row["exact_copy_share"] = float(
                 _record_keys(s, cols).isin(_record_keys(real, cols)).mean())
@@ -378,10 +412,11 @@ def _fully_synthetic_risk(real, syns, results, sections, *, schema, known, sensi
     df = pd.DataFrame(rows)
     df.index.name = "dataset"
     results["fully_synthetic_risk"] = {"per_dataset": df, "holdout": holdout is not None}
-    text = ("Treated as fully synthetic data (inferred, or as stated with kind/--kind): no "
-            "synthetic row corresponds to a real person, so row-by-row matching "
-            "(identification risk) does not apply. exact_copy_share: synthetic records "
-            "equal to a training record on every column.")
+    note = html.escape(results.get("kind_note", "stated"))
+    text = (f"Treated as fully synthetic data ({note}; state "
+            "kind/--kind if this is wrong): no synthetic row corresponds to a real person, "
+            "so row-by-row matching (identification risk) does not apply. exact_copy_share: "
+            "synthetic records equal to a training record on every column.")
     if holdout is not None:
         text += (" dcr_ratio: median distance from a synthetic record to its closest training "
                  "record over the same median for the hold-out records (at least 1: synthetic "
@@ -479,7 +514,12 @@ def _at_a_glance(results: dict) -> list[dict[str, Any]]:
     sentence = (f"A gradient-boosting classifier tells synthetic from real records {verdict} "
                 f"(out-of-fold AUC {auc:.2f}; 0.5 = indistinguishable); logistic S_pMSE "
                 f"{spmse:.1f} (about 1 = indistinguishable).")
-    if auc < 0.4:  # an out-of-fold artifact of records the two tables share, not a virtue
+    if auc < 0.4 and results["kind"] == "partially":
+        sentence = (f"The out-of-fold AUC is {auc:.2f}, well below 0.5, as expected when the "
+                    "synthetic records keep the real records' rows (each sits next to its own "
+                    "real record); it does not measure distinguishability here. Logistic "
+                    f"S_pMSE {spmse:.1f}.")
+    elif auc < 0.4:  # an out-of-fold artifact of records the two tables share, not a virtue
         sentence = (f"The out-of-fold AUC is {auc:.2f}, well below 0.5: synthetic records "
                     "sit very close to real ones, as exact or near copies do (an exact copy "
                     "of the real table scored 0.04 to 0.13 in our tests). Check the "
@@ -507,9 +547,12 @@ def _at_a_glance(results: dict) -> list[dict[str, Any]]:
             ratio = float(fr["dcr_ratio"].mean())
             upper = float(fr["dcr_ratio_upper"].mean()) if "dcr_ratio_upper" in fr else ratio
             # average before flooring: the mean of floored estimates is biased upwards
-            so = max(0.0, float(fr["singling_out_excess"].mean()))
+            excess = fr["singling_out_excess"].dropna()
+            so = max(0.0, float(excess.mean())) if len(excess) else float("nan")
             above = int((fr["singling_out_p"] < 0.05).sum())
-            if len(fr) == 1:
+            if not len(excess):
+                verdict = ""
+            elif len(fr) == 1:
                 p_so = float(fr["singling_out_p"].iloc[0])
                 band = float(fr["singling_out_chance95"].iloc[0])
                 verdict = (f"above what chance gives, permutation p = {p_so:.3f}" if above else
@@ -519,7 +562,12 @@ def _at_a_glance(results: dict) -> list[dict[str, Any]]:
                 verdict = (f"above what chance gives in {above} of {len(fr)} datasets "
                            "(permutation p < 0.05)")
             so_text = (f"singling-out risk {so:.2f} (0 = no more than for outsiders; "
-                       f"{verdict})")
+                       f"{verdict})" if len(excess) else
+                       "singling-out risk not measured (no predicate read off a synthetic "
+                       "record was true of exactly one synthetic record, as when records "
+                       "are duplicated)")
+            if 0 < len(excess) < len(fr):
+                so_text += f"; measured on {len(excess)} of {len(fr)} datasets"
             how = ("no closer" if ratio >= 1 else "closer" if upper < 1
                    else "not measurably closer")
             sent += (f"; synthetic records are {how} to "
@@ -532,22 +580,35 @@ def _at_a_glance(results: dict) -> list[dict[str, Any]]:
             sent += "; give a hold-out sample for the DCR ratio and singling-out risk"
         if "attribute_inference" in results:
             ai = results["attribute_inference"]["per_dataset"]
-            sent += (f"; correct attribution of {results['attribute_inference']['sensitive']}: "
-                     f"{float(ai['cap'].mean()):.2f} against {float(ai['baseline'].mean()):.2f} "
-                     "from its marginal alone")
+            target = results["attribute_inference"]["sensitive"]
+            if ai["cap"].notna().any():
+                sent += (f"; correct attribution of {target}: {float(ai['cap'].mean()):.2f} "
+                         f"against {float(ai['baseline'].mean()):.2f} from its marginal alone "
+                         "(over the same training records, those whose keys occur in the "
+                         "synthetic data)")
+            else:
+                sent += (f"; correct attribution of {target} not measured: no training "
+                         "record's keys occur in the synthetic data")
         out.append({"aspect": "risk", "value": value, "measure": measure,
                     "sentence": sent + "."})
-    elif "identification_risk" in results:
-        ir = results["identification_risk"]
-        r = float(np.mean(ir["per_dataset"]["risk"]))
-        out.append({"aspect": "risk", "value": r, "measure": "identification risk",
-                    "sentence": f"Matching real records row by row identifies {r:.4g} records "
-                                f"in expectation at radius {100 * ir['radius']:g}% (partially "
-                                "synthetic data)."})
     else:
-        out.append({"aspect": "risk", "value": None, "measure": "identification risk",
-                    "sentence": "Partially synthetic data: name the known and synthesized "
-                                "variables to measure the identification risk."})
+        cp = results.get("partially_synthetic_copies")
+        whole = "" if cp is None else (
+            f" {float(cp['own_record_share'].mean()):.1%} of the records keep every real "
+            f"value of their row ({float(cp['exact_copy_share'].mean()):.1%} equal some real "
+            "record).")
+        if "identification_risk" in results:
+            ir = results["identification_risk"]
+            r = float(np.mean(ir["per_dataset"]["risk"]))
+            out.append({"aspect": "risk", "value": r, "measure": "identification risk",
+                        "sentence": f"Matching real records row by row identifies {r:.4g} "
+                                    f"records in expectation at radius "
+                                    f"{100 * ir['radius']:g}% (partially synthetic data)."
+                                    + whole})
+        else:
+            out.append({"aspect": "risk", "value": None, "measure": "identification risk",
+                        "sentence": "Partially synthetic data: name the known and synthesized "
+                                    "variables to measure the identification risk." + whole})
     return out
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "SinglingOut",
     "singling_out_risk",
     "synthetic_kind",
+    "kept_columns",
 ]
 
 
@@ -339,8 +340,9 @@ def outlier_attribute_disclosure(
         the number of extreme records paired (2k, or fewer when either table has fewer than 2k
         complete records: then the same number of lowest and highest on both sides); plus
         ``"base_rate"``, the accuracy of always predicting the most frequent real value, for
-        categorical). With no complete pair (``public`` or ``sensitive`` missing everywhere)
-        the statistic is NaN: nothing was measured.
+        categorical; ``"exact_share"``, the share of pairs with equal values, for numeric).
+        With no complete pair (``public`` or ``sensitive`` missing everywhere), or a numeric
+        side constant over its extremes (R^2 undefined), the statistic is NaN.
     """
     def complete(df: pd.DataFrame) -> pd.DataFrame:
         return df[[public, sensitive]].dropna()
@@ -361,11 +363,16 @@ def outlier_attribute_disclosure(
     if n == 0:  # no complete pairs: nothing measured (not "safe")
         out = {"statistic": float("nan"), "kind": "r2" if numeric else "accuracy",
                "n_pairs": 0}
-        return out if numeric else {**out, "base_rate": float("nan")}
+        return {**out, "exact_share": float("nan")} if numeric else {
+            **out, "base_rate": float("nan")}
     if numeric:
         rr, ss = r.to_numpy(float), s.to_numpy(float)
-        stat = float(np.corrcoef(rr, ss)[0, 1] ** 2) if rr.std() > 0 and ss.std() > 0 else 0.0
-        return {"statistic": stat, "kind": "r2", "n_pairs": n}
+        # R^2 is undefined when either side is constant (identical values at the extremes
+        # may even be copied exactly): NaN, with the share of exact matches beside it
+        stat = float(np.corrcoef(rr, ss)[0, 1] ** 2) if rr.std() > 0 and ss.std() > 0 \
+            else float("nan")
+        return {"statistic": stat, "kind": "r2", "n_pairs": n,
+                "exact_share": float(np.mean(rr == ss))}
     acc = float(np.mean(r.astype(object).to_numpy() == s.astype(object).to_numpy()))
     base = float(r.astype(object).value_counts(normalize=True).iloc[0])
     return {"statistic": acc, "kind": "accuracy", "n_pairs": n, "base_rate": base}
@@ -553,14 +560,16 @@ class AttributeInference:
     Attributes
     ----------
     cap : float
-        Mean, over the training records with at least one synthetic record of the same key, of
+        Mean, over the training records with at least one synthetic record of the same key (NaN
+        when none has), of
         the share of those synthetic records that carry the record's sensitive value (the
         intruder guesses the sensitive value from synthetic records that match on the key).
     coverage : float
         Share of training records with a matching synthetic record.
     baseline : float
         The same score when the intruder guesses from the sensitive column's marginal
-        distribution alone: mean over training records of the real share of their value.
+        distribution alone: mean, over the same training records as ``cap`` (those with a
+        match), of the real share of their value. NaN when no record has a match.
     holdout_cap : float
         ``cap`` computed for hold-out records (real people not in the training data), NaN
         without a hold-out. What the synthetic data teach about *anyone* with a given key;
@@ -577,17 +586,22 @@ class AttributeInference:
     sensitive: str
 
 
-def _cap(records: pd.DataFrame, syn: pd.DataFrame, keys: list, target: str) -> tuple[float, float]:
-    rk = records[keys].astype(str).agg("|".join, axis=1) if keys else pd.Series("", records.index)
-    sk = syn[keys].astype(str).agg("|".join, axis=1) if keys else pd.Series("", syn.index)
-    table = pd.crosstab(sk, syn[target])
+def _cap(records: pd.DataFrame, syn: pd.DataFrame, keys: list,
+         target: str) -> tuple[float, float, np.ndarray]:
+    """Return CAP, coverage and which records have a synthetic record of their key."""
+    n = len(records)
+    # keys compared column by column (joining them as text let ("x|y", "z") match ("x", "y|z"))
+    codes = _group_codes(records, syn, keys) if keys else np.zeros(n + len(syn), dtype=np.int64)
+    rk, sk = codes[:n], codes[n:]
+    table = pd.crosstab(pd.Series(sk, name="key"), pd.Series(syn[target].to_numpy(), name="s"))
     shares = table.div(table.sum(axis=1), axis=0)
     stacked = shares.stack()
-    pairs = pd.MultiIndex.from_arrays([rk.to_numpy(), records[target].to_numpy()])
+    pairs = pd.MultiIndex.from_arrays([rk, records[target].to_numpy()])
     got = stacked.reindex(pairs).to_numpy(dtype=float)
-    matched = rk.isin(shares.index).to_numpy()
+    matched = np.isin(rk, shares.index.to_numpy())
     got = np.where(matched, np.nan_to_num(got, nan=0.0), np.nan)
-    return (float(np.nanmean(got)) if matched.any() else float("nan"), float(matched.mean()))
+    cap = float(np.nanmean(got)) if matched.any() else float("nan")
+    return cap, float(matched.mean()), matched
 
 
 def attribute_inference_risk(
@@ -639,11 +653,17 @@ def attribute_inference_risk(
     num = set(numeric_columns(train[cols], schema))
     frames = [train, synthetic] + ([holdout] if holdout is not None else [])
     binned = _binned(train, frames, cols, num, n_bins)
-    cap, coverage = _cap(binned[0], binned[1], keys, sensitive)
+    if holdout is not None and len(holdout) == 0:
+        raise ValueError("The hold-out data have no rows; pass real records the synthesizer "
+                         "did not see, or no hold-out.")
+    cap, coverage, matched = _cap(binned[0], binned[1], keys, sensitive)
     base = binned[0][sensitive].map(binned[0][sensitive].value_counts(normalize=True))
+    # over the same (matched) records as CAP: otherwise which records find a match alone
+    # could open a gap between the two
+    baseline = float(base.to_numpy(float)[matched].mean()) if matched.any() else float("nan")
     hold = _cap(binned[2], binned[1], keys, sensitive)[0] if holdout is not None \
         else float("nan")
-    return AttributeInference(cap, coverage, float(base.mean()), hold, keys, sensitive)
+    return AttributeInference(cap, coverage, baseline, hold, keys, sensitive)
 
 
 @dataclass
@@ -664,7 +684,9 @@ class SinglingOut:
         (noise around 0 only ever adds): average ``excess`` over datasets, and compare it
         with :meth:`null_band`.
     n_attacks : int
-        Predicates counted.
+        Predicates counted. When none counted (no predicate was true of exactly one synthetic
+        record, as when every synthetic record is duplicated), the rates, ``risk`` and
+        ``excess`` are NaN: nothing was measured.
     n_records : int
         Training and hold-out records compared (the larger set is subsampled to the smaller).
     excess : float
@@ -831,8 +853,9 @@ def singling_out_risk(
         hits_h += int(mh.sum() == 1)
         idx = np.concatenate([np.flatnonzero(mt), n + np.flatnonzero(mh)])
         rows.append(idx if len(idx) <= _MAX_POOLED else idx[:0])
-    if counted == 0:
-        return SinglingOut(0.0, 0.0, 0.0, 0, n)
+    if counted == 0:  # nothing was measured: not "no risk"
+        nan = float("nan")
+        return SinglingOut(nan, nan, nan, 0, n, nan)
     rt, rc = hits_t / counted, hits_h / counted
     excess = (rt - rc) / (1.0 - rc) if rc < 1 else 0.0
     indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])])
@@ -842,17 +865,77 @@ def singling_out_risk(
     return SinglingOut(rt, rc, max(0.0, excess), counted, n, float(excess), members)
 
 
+def _ordered_by(col: pd.Series) -> bool:
+    """Whether a table's rows look sorted by ``col`` (so equal order says nothing of rows kept).
+
+    True when its numbers never decrease or never increase down the rows (a row number, a
+    sorted measurement), or when it has repeated values and each value fills one contiguous
+    run of rows (sorted by a category, in any order of its levels).
+    """
+    x = pd.to_numeric(col, errors="coerce")
+    if len(x) > 1 and x.notna().all():
+        d = np.diff(x.to_numpy(float))
+        if (d >= 0).all() or (d <= 0).all():
+            return True
+    t = as_text(col).to_numpy()
+    n_distinct = len(pd.unique(t))
+    if n_distinct == len(t):
+        return False
+    runs = 1 + int(np.count_nonzero(t[1:] != t[:-1]))
+    return runs == n_distinct
+
+
+def kept_columns(real: pd.DataFrame, synthetic: pd.DataFrame, *,
+                 threshold: float = 0.9) -> dict[str, float]:
+    """Return the columns that ``synthetic`` keeps row by row from ``real``, with agreement.
+
+    A column counts as kept when the tables have the same number of rows and the column equals
+    the real one in at least ``threshold`` of the rows, and in more rows than two tables of
+    independent records would share by chance (the chance agreement sum_v p_real(v) p_syn(v)
+    plus four of its binomial standard deviations; a two-level column kept row by row counts
+    too). A column by which both tables are sorted (a row number, or a category in contiguous
+    runs of rows) is left out: sorting alone makes it agree.
+
+    Parameters
+    ----------
+    real, synthetic : pandas.DataFrame
+        The real and the synthetic table.
+    threshold : float, default 0.9
+        Share of rows in which a column must equal the real one to count as kept.
+
+    Returns
+    -------
+    dict
+        Column name -> share of rows equal to the real table's (empty when none is kept).
+    """
+    out: dict[str, float] = {}
+    if len(real) != len(synthetic):
+        return out
+    for c in real.columns:
+        if c not in synthetic.columns:
+            continue
+        a = as_text(real[c]).to_numpy()
+        b = as_text(synthetic[c]).reset_index(drop=True)
+        pa = pd.Series(a).value_counts(normalize=True)
+        pb = b.value_counts(normalize=True)
+        chance = float((pa * pb.reindex(pa.index, fill_value=0.0)).sum())
+        agree = float(np.mean(a == b.to_numpy()))
+        margin = 4.0 * np.sqrt(chance * (1.0 - chance) / len(a))
+        if agree >= threshold and agree > chance + margin and not (
+                _ordered_by(real[c]) and _ordered_by(synthetic[c])):
+            out[str(c)] = agree
+    return out
+
+
 def synthetic_kind(real: pd.DataFrame, synthetic: pd.DataFrame, *,
                    threshold: float = 0.9) -> str:
     """Whether ``synthetic`` looks fully or partially synthetic.
 
     Partially synthetic data keep the real records, row by row, with some columns replaced:
-    the tables have the same number of rows and at least one column equals the real column in
-    at least ``threshold`` of the rows, and in more rows than two tables of independent
-    records would share by chance (the chance agreement sum_v p_real(v) p_syn(v) plus four of
-    its binomial standard deviations). A two-level column kept row by row counts too (two
-    independent draws of one agree at least half the time, which an earlier rule took to
-    mean "not kept"). Anything else is treated as fully synthetic.
+    "partially" when at least one column is kept (:func:`kept_columns`: equal to the real
+    column in at least ``threshold`` of the rows, beyond chance, and not merely because both
+    tables are sorted by it). Anything else is treated as fully synthetic. This is an
+    inference: state the kind (``report(kind=)``, ``bayesynth evaluate --kind``) when known.
 
     Parameters
     ----------
@@ -865,18 +948,5 @@ def synthetic_kind(real: pd.DataFrame, synthetic: pd.DataFrame, *,
     -------
     {"fully", "partially"}
     """
-    if len(real) != len(synthetic):
-        return "fully"
-    for c in real.columns:
-        if c not in synthetic.columns:
-            continue
-        a = as_text(real[c]).to_numpy()
-        b = as_text(synthetic[c]).reset_index(drop=True)
-        pa = pd.Series(a).value_counts(normalize=True)
-        pb = b.value_counts(normalize=True)
-        chance = float((pa * pb.reindex(pa.index, fill_value=0.0)).sum())
-        agree = float(np.mean(a == b.to_numpy()))
-        margin = 4.0 * np.sqrt(chance * (1.0 - chance) / len(a))
-        if agree >= threshold and agree > chance + margin:
-            return "partially"
-    return "fully"
+    return "partially" if kept_columns(real, synthetic, threshold=threshold) else "fully"
+

@@ -154,3 +154,24 @@ def test_the_reports_exact_copy_share_matches_across_numeric_dtypes():
     _fully_synthetic_risk(real, [real.astype(float)], results, [], schema=None, known=(),
                           sensitive=None, holdout=None, random_seed=0)
     assert results["fully_synthetic_risk"]["per_dataset"]["exact_copy_share"].iloc[0] == 1.0
+
+
+def test_report_says_what_it_did_not_measure(rng, tmp_path):
+    """Nothing measured is never printed as a reassuring 0, and partially synthetic data show
+    the records kept whole and say the hold-out went unused."""
+    real, hold = _fresh(rng, 120), _fresh(rng, 120)
+    doubled = pd.concat([real, real], ignore_index=True)  # no synthetic record is unique
+    res = bs.evaluation.report(real, doubled, tmp_path / "d.html", holdout=hold)
+    risk = {g["aspect"]: g for g in res["at_a_glance"]}["risk"]["sentence"]
+    assert "singling-out risk not measured" in risk
+    assert res["fully_synthetic_risk"]["per_dataset"][0]["singling_out_attacks"] == 0
+    # partially synthetic: a copy of the real table with y replaced, 30 rows
+    small = real.iloc[:30].reset_index(drop=True)
+    part = small.assign(y=small["y"] + rng.normal(0, 1, 30))
+    out = tmp_path / "p.html"
+    res = bs.evaluation.report(small, part, out, holdout=hold, sensitive="y", public="x")
+    assert res["kind"] == "partially" and "'k' (100% of rows)" in res["kind_note"]
+    page = out.read_text()
+    assert "Records kept whole" in page and "hold-out data are not used" in page
+    assert "at the 15 lowest and 15 highest" in page
+    assert res["partially_synthetic_copies"][0]["own_record_share"] == 0.0

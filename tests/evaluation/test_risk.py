@@ -158,8 +158,9 @@ def test_correct_attribution_probability_by_hand():
     # record 1 (a, x): 2/3; record 2 (a, y): 1/3; record 3 (b, x): 0; record 4 (c): no match
     assert res.cap == pytest.approx((2 / 3 + 1 / 3 + 0) / 3)
     assert res.coverage == pytest.approx(3 / 4)
-    # marginal baseline: x has share 3/4, y 1/4 -> mean over records (3 * 3/4 + 1/4) / 4
-    assert res.baseline == pytest.approx((3 * 0.75 + 0.25) / 4)
+    # marginal baseline: x has share 3/4, y 1/4 -> mean over the matched records 1-3
+    # (3/4 + 1/4 + 3/4) / 3
+    assert res.baseline == pytest.approx((0.75 + 0.25 + 0.75) / 3)
     assert np.isnan(res.holdout_cap)
     hold = pd.DataFrame({"k": ["b"], "s": ["y"]})
     assert attribute_inference_risk(train, syn, keys=["k"], sensitive="s",
@@ -329,3 +330,58 @@ def test_singling_out_permutation_band_and_unfloored_excess(rng):
                                random_seed=0)
     band, p = copied.null_band(random_seed=0)
     assert copied.excess > band + 0.3 and p < 0.01
+
+
+def test_tables_sorted_alike_are_not_taken_for_partially_synthetic(rng):
+    """Both tables sorted by a category, or both carrying a row number, agree row by row on
+    that column by construction: that says nothing about records being kept."""
+    from bayesynth.evaluation import kept_columns
+
+    def draw(n):
+        return pd.DataFrame({"region": rng.choice(list("ab"), n, p=[0.9, 0.1]),
+                             "x": rng.normal(size=n)})
+
+    real, syn = draw(300), draw(300)
+    a = real.sort_values("region", kind="stable").reset_index(drop=True)
+    b = syn.sort_values("region", kind="stable").reset_index(drop=True)
+    assert (a["region"] == b["region"]).mean() > 0.9
+    assert synthetic_kind(a, b) == "fully"
+    assert synthetic_kind(real.assign(id=range(300)), syn.assign(id=range(300))) == "fully"
+    # a column really kept (unsorted) still counts, with its agreement
+    kept = real.assign(x=rng.normal(size=300))
+    assert synthetic_kind(real, kept) == "partially"
+    assert kept_columns(real, kept) == {"region": 1.0}
+
+
+def test_singling_out_with_nothing_to_count_is_nan_not_zero(rng):
+    train = pd.DataFrame({"x": rng.normal(size=100), "g": rng.choice(list("ab"), 100)})
+    hold = pd.DataFrame({"x": rng.normal(size=100), "g": rng.choice(list("ab"), 100)})
+    doubled = pd.concat([train, train], ignore_index=True)  # no record is unique
+    res = singling_out_risk(train, doubled, hold, n_attacks=50, random_seed=0)
+    assert res.n_attacks == 0 and np.isnan(res.risk) and np.isnan(res.excess)
+    assert all(np.isnan(v) for v in res.null_band())
+
+
+def test_cap_baseline_is_over_the_records_cap_averages():
+    """s carries no information about the key in the synthetic data; only key 'a' occurs
+    there, so CAP is averaged over the 90 'a' records: the baseline must be too (0.9, not
+    the 0.82 of all 100 training records)."""
+    train = pd.DataFrame({"k": ["a"] * 90 + ["b"] * 10, "s": ["x"] * 90 + ["y"] * 10})
+    syn = pd.DataFrame({"k": ["a"] * 100, "s": ["x"] * 90 + ["y"] * 10})
+    res = attribute_inference_risk(train, syn, keys=["k"], sensitive="s")
+    assert res.cap == pytest.approx(0.9) and res.baseline == pytest.approx(0.9)
+    assert res.coverage == pytest.approx(0.9)
+    # keys are compared column by column: ("x|y", "z") is not ("x", "y|z")
+    tr = pd.DataFrame({"k1": ["x|y"], "k2": ["z"], "s": ["u"]})
+    sy = pd.DataFrame({"k1": ["x"], "k2": ["y|z"], "s": ["u"]})
+    none = attribute_inference_risk(tr, sy, keys=["k1", "k2"], sensitive="s")
+    assert none.coverage == 0 and np.isnan(none.cap) and np.isnan(none.baseline)
+    with pytest.raises(ValueError, match="hold-out data have no rows"):
+        attribute_inference_risk(train, syn, keys=["k"], sensitive="s", holdout=train.iloc[:0])
+
+
+def test_outlier_disclosure_with_constant_extremes_is_not_called_safe():
+    real = pd.DataFrame({"pub": np.arange(200.0), "sens": np.r_[[7.0] * 50, np.arange(100.0),
+                                                                [7.0] * 50]})
+    out = outlier_attribute_disclosure(real, real.copy(), public="pub", sensitive="sens")
+    assert np.isnan(out["statistic"]) and out["exact_share"] == 1.0
