@@ -76,9 +76,19 @@ class SeededPGBART(pmb.PGBART):
     """
 
     def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
         import copy
 
+        from bayesynth.models.bart_rank import training_matrix
+
+        model = modelcontext(kwargs.get("model"))
+        super().__init__(*args, **kwargs)
+        # PGBART adds noise to repeated values of every whole-number predictor (counts, codes,
+        # binary columns) and grows its trees on the noisy copy, but synthesis evaluates the
+        # forest at the exact values: the fitted f and the synthesized f then differed for 88%
+        # of records in a small test. Grow the trees on the exact values (a split at the
+        # largest value then leaves one child empty, which PGBART handles).
+        self.X = training_matrix(model).copy()
+        self.bart.X = self.X
         self._initial_state = {a: copy.deepcopy(getattr(self, a)) for a in _PGBART_STATE}
 
     def set_rng(self, rng):
