@@ -122,7 +122,6 @@ def test_records_with_a_missing_predictor_are_fitted_and_predicted_alike():
     design = BartDesign.from_schema(bs.infer_schema(df, suggest=False), ["x", "w", "g"])
     Xg = design.with_fills(df).matrix(df)
     assert not np.isnan(Xg).any() and (Xg[df["g"].isna().to_numpy(), 2] == -1).all()
-    # (integer-coded predictors are jittered by pymc-bart, so the exact check uses x and w)
     model = bart_rank_regression(df, "y", ["x", "w"], m=10)
     X = model["f"].owner.op.X
     assert not np.isnan(X).any() and X[miss, 0].max() < np.nanmin(df["x"])
