@@ -45,6 +45,17 @@ def _matrix_rows(post, name: str) -> pd.DataFrame:
     return summ
 
 
+def _undefined(row: pd.Series, column: str) -> bool:
+    """Whether a summary row's R-hat or ESS is undefined for a quantity that varies.
+
+    ArviZ returns NaN when a draw is NaN (or infinite); only a constant quantity (sd 0) has a
+    legitimately undefined R-hat, and such a quantity is not a convergence problem.
+    """
+    v = row.get(column, np.nan)
+    sd = row.get("sd", np.nan)
+    return not np.isfinite(v) and not (np.isfinite(sd) and sd == 0)
+
+
 def _is_symmetric_matrix(da) -> bool:
     if da.ndim != 4:
         return False
@@ -143,11 +154,18 @@ def diagnose(
         strong = table[~table["weak"].astype(bool)]
         for label, row in strong.iterrows():
             r = row.get("r_hat", np.nan)
+            if _undefined(row, "r_hat") and n_chains > 1:
+                problems.append(((0, -np.inf), f"R-hat undefined for {label}: some draws are "
+                                               "missing or infinite"))
+                continue
             if n_chains > 1 and np.isfinite(r) and r > rhat_max:
                 problems.append(((0, -r), f"R-hat {r:.3f} for {label}: run more draws"))
             for kind in ("bulk", "tail"):
                 e = row.get(f"ess_{kind}", np.nan)
-                if np.isfinite(e) and e < ess_min:
+                if _undefined(row, f"ess_{kind}"):
+                    problems.append(((1, -np.inf), f"{kind} ESS undefined for {label}: some "
+                                                   "draws are missing or infinite"))
+                elif np.isfinite(e) and e < ess_min:
                     problems.append(((1, e), f"{kind} ESS {e:.0f} for {label} "
                                              f"(want {ess_min:.0f}): run more draws"))
     problems.sort(key=lambda t: t[0])
@@ -359,6 +377,11 @@ def synthesis_diagnostics(
     problems = []
     for label, row in table.iterrows():
         r = row["r_hat"]
+        if _undefined(row, "r_hat") or _undefined(row, "ess_bulk"):
+            problems.append(((0, -np.inf), f"R-hat and ESS undefined for {label} "
+                                           f"({row['kind']}): some draws are missing or "
+                                           "infinite"))
+            continue
         if np.isfinite(r) and r > rhat_max:
             problems.append(((0, -r), f"R-hat {r:.3f} for {label} ({row['kind']}): run more "
                                       "draws"))

@@ -160,13 +160,15 @@ def check_copula_convergence(idata: az.InferenceData, categorical_margins: str =
     table = _judged(idata, categorical_margins)
     worst = _worst_rhat(table)
     if worst is not None and worst > RHAT_WARN:
-        rhat = table["r_hat"].to_numpy(dtype=float)
+        rhat = _effective_rhat(table)
         label = table.index[int(np.nanargmax(rhat))]
         n_bad = int(np.sum(rhat > RHAT_WARN))
         ext = int(idata.posterior.attrs.get("extensions", 0))
         after = f" after {ext} extension(s) of the chains" if ext else ""
+        value = (f"{worst:.3f}" if np.isfinite(worst) else
+                 "undefined (some draws are missing or infinite)")
         warnings.warn(
-            f"Largest R-hat of the quantities synthesis uses is {worst:.3f} ({label}), above "
+            f"Largest R-hat of the quantities synthesis uses is {value} ({label}), above "
             f"{RHAT_WARN}; {n_bad} of {len(rhat)} quantities exceed it: the chains have not "
             f"converged{after}. Increase tune and draws (see "
             "bayesynth.evaluation.synthesis_diagnostics).",
@@ -604,11 +606,26 @@ def _judged(idata: az.InferenceData, categorical_margins: str) -> pd.DataFrame |
 
 
 def _worst_rhat(table: pd.DataFrame | None) -> float | None:
-    """Return the largest finite R-hat of a convergence table, or None where there is none."""
-    if table is None:
+    """Return the largest R-hat of a convergence table, or None where there is none.
+
+    An R-hat that is undefined (NaN) for a quantity that varies (some draw missing or
+    infinite) counts as infinite: not converged. A constant quantity (sd 0) is left out.
+    """
+    if table is None or not len(table):
         return None
+    rhat = _effective_rhat(table)
+    return float(np.nanmax(rhat)) if not np.isnan(rhat).all() else None
+
+
+def _effective_rhat(table: pd.DataFrame) -> np.ndarray:
+    """Return each quantity's R-hat, infinite where it is undefined for a quantity that varies.
+
+    Undefined: a missing or infinite draw. A constant quantity gets NaN (ignored).
+    """
     rhat = table["r_hat"].to_numpy(dtype=float)
-    return float(np.nanmax(rhat)) if np.isfinite(rhat).any() else None
+    sd = table["sd"].to_numpy(dtype=float) if "sd" in table else np.full(len(rhat), np.nan)
+    constant = np.isfinite(sd) & (sd == 0)
+    return np.where(np.isfinite(rhat), rhat, np.where(constant, np.nan, np.inf))
 
 
 def _check_cell_probabilities(idata: az.InferenceData, names: list[str]) -> None:
@@ -620,7 +637,9 @@ def _check_cell_probabilities(idata: az.InferenceData, names: list[str]) -> None
     worst, where = 1.0, ""
     for name in names:
         vals = np.asarray(rhat[name].values, dtype=float).ravel()
-        if np.isfinite(vals).any() and np.nanmax(vals) > worst:
+        # NaN: a missing or infinite draw (cell probabilities are never constant)
+        vals = np.where(np.isnan(vals), np.inf, vals)
+        if np.nanmax(vals) > worst:
             j = int(np.nanargmax(vals))
             worst = float(vals[j])
             where = f"{name}[{post[name].coords[post[name].dims[2]].values[j]}]"

@@ -114,3 +114,25 @@ def test_r_hat_just_above_the_threshold_is_not_rounded_away():
     assert 1.01 < r < 1.015
     d = bs.evaluation.diagnose(idata, var_names=["mu"])
     assert any("R-hat" in w and "mu" in w for w in d.warnings), (r, d.warnings)
+
+
+def test_an_undefined_r_hat_is_a_failure_unless_the_quantity_is_constant():
+    """ArviZ gives NaN R-hat and ESS when a draw is NaN; the checks used to skip non-finite
+    values, so two chains 3 apart with one NaN draw were judged converged."""
+    import arviz as az
+    import pandas as pd
+
+    from bayesynth.samplers.sampling import _worst_rhat
+
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(2, 500))
+    z[0, 10] = np.nan
+    z[1] += 3
+    d = bs.evaluation.diagnose(az.from_dict(posterior={"z": z}), var_names=["z"])
+    assert not d.ok and any("undefined for z" in w for w in d.warnings)
+    const = bs.evaluation.diagnose(az.from_dict(posterior={"c": np.ones((2, 500))}),
+                                   var_names=["c"])
+    assert const.ok  # constant: R-hat undefined, but nothing to converge
+    table = pd.DataFrame({"r_hat": [1.001, np.nan, np.nan], "sd": [0.1, 0.0, 0.2]})
+    assert _worst_rhat(table) == np.inf
+    assert _worst_rhat(table.iloc[:2]) == pytest.approx(1.001)
