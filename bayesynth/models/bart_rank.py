@@ -311,8 +311,9 @@ def bart_rank_regression(
 def training_matrix(model: pm.Model) -> np.ndarray:
     """Return the covariate matrix a BART rank regression was built with.
 
-    The matrix is as built, before pymc-bart's jitter of tied values (which it applies to its
-    own copy).
+    The matrix is as built. (pymc-bart jitters tied whole-number values when PGBART is built;
+    bayesynth's PGBART grows its trees on this exact matrix instead, the values synthesis
+    predicts at.)
 
     Parameters
     ----------

@@ -262,8 +262,8 @@ def bart_steps(model: pm.Model, random_seed=None, **pgbart_kwargs) -> list:
 
     A seeded PGBART, then the latent data and precision (:class:`RankRegressionGibbs`). Trees
     stored by an earlier run of the same model are discarded, and NumPy's global state is
-    seeded from ``random_seed`` before PGBART is built (it jitters tied covariate values with
-    it).
+    seeded from ``random_seed`` before PGBART is built. PGBART's jitter of tied covariate
+    values is undone (:class:`SeededPGBART` grows its trees on the exact values).
 
     Parameters
     ----------
