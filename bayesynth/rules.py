@@ -14,6 +14,7 @@ as ``suggested_rules`` without applying them.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -180,6 +181,13 @@ def check_rules(df: pd.DataFrame, rules: Sequence[Rule], *, max_broken: float = 
     bayesynth.errors.SchemaError
         The data break a rule for more than ``max_broken`` of the records it covers.
     """
+    clash = conflicting_rules(rules)
+    if clash:
+        a, b = clash[0]
+        raise SchemaError(
+            f"The rules {a!r} and {b!r} set '{a.column}' to different values, and a record can "
+            "meet both conditions (synthetic records can combine values the real ones do not): "
+            "make the conditions exclusive (add a condition to one of them).", column=a.column)
     for r in rules:
         for col in [r.column] + [c for c, _ in r.when]:
             if col not in df.columns:
@@ -188,7 +196,17 @@ def check_rules(df: pd.DataFrame, rules: Sequence[Rule], *, max_broken: float = 
         for col, levels in r.when:
             if pd.api.types.is_numeric_dtype(df[col].dtype) and not pd.api.types.is_bool_dtype(
                     df[col].dtype) and df[col].nunique() > 30:
-                continue  # a range of a numeric column (ages 65 to 97) need not all occur
+                # a range of a numeric column (ages 65 to 97) need not all occur, but its
+                # values must be numbers ("-8" written as text would never match)
+                odd = [v for v in levels if not _is_missing(v) and not (
+                    isinstance(v, (int, float, np.integer, np.floating))
+                    and not isinstance(v, (bool, np.bool_)))]
+                if odd:
+                    raise SchemaError(
+                        f"The rule {r!r} compares numeric column '{col}' with {odd[0]!r}, "
+                        "which is not a number; write it as a number (e.g. -8, not \"-8\").",
+                        column=col)
+                continue
             present = set(map(_plain, pd.unique(df[col].dropna())))
             for v in levels:
                 if not _is_missing(v) and _plain(v) not in present:
@@ -196,11 +214,45 @@ def check_rules(df: pd.DataFrame, rules: Sequence[Rule], *, max_broken: float = 
                         f"The rule {r!r} names level {v!r} of '{col}', which never occurs "
                         f"(levels {sorted(map(str, present))[:10]}).", column=col)
         n, bad = r.broken(df)
+        if n == 0 and len(r.when) == 1:
+            warnings.warn(f"The rule {r!r} covers no record of the table: its condition never "
+                          "holds, so it will never apply. Check its values.", UserWarning,
+                          stacklevel=3)
         if n and bad / n > max_broken:
             raise SchemaError(
                 f"The data break the rule {r!r} for {bad} of the {n} records it covers "
                 f"({bad / n:.1%} > {max_broken:.0%}): the rule would change real patterns. Fix "
                 "the rule (or the data), or raise max_broken.", column=r.column)
+
+
+def _may_overlap(a: Rule, b: Rule) -> bool:
+    """Whether some record could meet both rules' conditions (no shared column excludes it)."""
+    wa, wb = dict(a.when), dict(b.when)
+    for col in set(wa) & set(wb):
+        la = {"<NA>" if _is_missing(v) else _plain(v) for v in wa[col]}
+        lb = {"<NA>" if _is_missing(v) else _plain(v) for v in wb[col]}
+        if not la & lb:
+            return False
+    return True
+
+
+def conflicting_rules(rules: Sequence[Rule]) -> list[tuple[Rule, Rule]]:
+    """Return the pairs of rules that set one column to different values and may meet.
+
+    Two such rules may meet when no column of both conditions keeps them apart (their
+    levels there are disjoint): a synthetic record can then meet both conditions.
+    """
+    out = []
+    for i, a in enumerate(rules):
+        for b in rules[i + 1:]:
+            if a.column != b.column:
+                continue
+            same = (_is_missing(a.value) and _is_missing(b.value)) or (
+                not _is_missing(a.value) and not _is_missing(b.value)
+                and _plain(a.value) == _plain(b.value))
+            if not same and _may_overlap(a, b):
+                out.append((a, b))
+    return out
 
 
 def structural_rules(rules: Sequence[Rule]) -> tuple[Rule, ...]:
@@ -316,6 +368,14 @@ def apply_rules(df: pd.DataFrame, rules: Sequence[Rule]) -> pd.DataFrame:
                 out.loc[m, r.column] = r.value
         if not changed:
             break
+    else:  # the passes did not settle: rules that undo each other
+        broken = [(r, int(r.broken(out)[1])) for r in rules]
+        broken = [(r, k) for r, k in broken if k]
+        if broken:
+            warnings.warn("The rules do not settle: "
+                          + "; ".join(f"{r!r} is broken for {k} records" for r, k in broken[:3])
+                          + ". Rules that set one column to different values must have "
+                          "exclusive conditions.", RuntimeWarning, stacklevel=2)
     return out
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 
@@ -75,6 +77,17 @@ def finish(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:
         out[c] = _restore(_round(evaluate_formula(out, col), col), col)
     if schema.rules and schema.derived:
         out = apply_rules(out, schema.rules)
+    for c in added:
+        if c in schema.derived:
+            continue
+        left = ~rule_mask(out, schema.rules, c) if schema.rules else np.ones(n, dtype=bool)
+        if left.any():  # fixed by rules for every real record, but not for these
+            warnings.warn(
+                f"Column '{c}' is set by rules only (they cover every real record), but "
+                f"{int(left.sum())} synthetic records meet none of its rules and are left "
+                "missing: synthetic records can combine values the real ones do not. Add a "
+                "rule for them, or drop its rules to let the model synthesize the column.",
+                RuntimeWarning, stacklevel=2)
     for c in added:  # filled by rules or formulas: back to the source dtype when complete
         if out[c].notna().all() and schema[c].dtype and not is_datetime(schema[c].dtype):
             try:

@@ -517,6 +517,18 @@ class CopulaSynthesizer(Synthesizer):
         copula_cols = [c for c in schema.names if c not in targets and c not in skipped]
         if not copula_cols:
             raise SchemaError("Every column is a target; leave at least one in the copula.")
+        modelled = set(copula_cols)
+        for r in schema.rules:
+            outside = [c for c, _ in r.when if c not in modelled]
+            if r.column in modelled and outside:
+                # the copula would fit the rule's records as observed, while synthesis sets
+                # them by the rule: the fixed value would be counted twice (a rule on a
+                # rule-derived age group raised a zero-income share of 0.14 to 0.25)
+                raise SchemaError(
+                    f"The rule {r!r} reads '{outside[0]}', which the copula does not model "
+                    "(derived by a formula, fixed by rules, or a BART target), for a column it "
+                    "does model. State the condition on the modelled columns it comes from "
+                    "(e.g. age instead of an age group).", column=outside[0])
         cschema = Schema([schema[c] for c in copula_cols],
                          [r for r in schema.rules
                           if {r.column, *(c for c, _ in r.when)} <= set(copula_cols)])
