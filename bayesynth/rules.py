@@ -151,6 +151,10 @@ class Rule:
         bayesynth.errors.SchemaError
             If ``d`` does not have that form.
         """
+        odd = [k for k in d if k not in ("column", "value", "when")]
+        if odd:
+            raise SchemaError(f"Unknown key {odd[0]!r} in the rule {dict(d)!r}; a rule has "
+                              "'column', 'value' and 'when'.")
         try:
             when = d["when"]
             items = when.items() if isinstance(when, Mapping) else when

@@ -241,3 +241,24 @@ def test_decimals_are_read_from_the_values_as_written_whatever_their_size():
     schema = infer_schema(df)
     assert schema["conc"].decimals is None  # more than 6 places: no rounding
     assert schema["big"].decimals == 2 and schema["money"].decimals == 2
+
+
+def test_a_misspelt_schema_key_is_refused_by_name():
+    """Unknown keys were dropped without a word: a top-level 'rule' gave a schema with no
+    rules, a column's 'decimal' was ignored."""
+    import json
+
+    from bayesynth.errors import SchemaError
+    from bayesynth.schema import Schema
+
+    df = pd.DataFrame({"a": [1.25, 2.5, 3.75] * 10, "g": list("xyz") * 10})
+    d = json.loads(infer_schema(df, suggest=False).to_json())
+    Schema.from_dict(d)  # round trip
+    with pytest.raises(SchemaError, match="'rule' in the schema .*did you mean 'rules'"):
+        Schema.from_dict({**d, "rule": []})
+    col = {**d["columns"][0], "decimal": 2}
+    with pytest.raises(SchemaError, match="'decimal' in column 'a'"):
+        Schema.from_dict({**d, "columns": [col, d["columns"][1]]})
+    bad_rule = {"column": "a", "values": 1, "when": {"g": ["x"]}}
+    with pytest.raises(SchemaError, match="Unknown key 'values'"):
+        Schema.from_dict({**d, "rules": [bad_rule]})
