@@ -397,9 +397,11 @@ class CartSynthesizer(Synthesizer):
     donors it was drawn from (Silverman's rule of thumb, R's ``bw.nrd0``: ``0.9 min(sd,
     IQR / 1.34) n^-1/5``), so that synthetic values are not copies of real ones. Point masses
     are kept exact: missing values, special codes, and values held by at least
-    ``atom_share`` of the records (zeros, round amounts, top codes) are not smoothed. Smoothed
-    values stay within the column's observed range, are rounded to whole numbers for integer
-    columns and to the column's decimals otherwise. Rules stated in the schema are enforced on
+    ``atom_share`` of the records (zeros, round amounts, top codes) are not smoothed. The noise
+    is truncated to the column's observed range (so the real minimum and maximum are not
+    copied); donors of a leaf that share one value are smoothed with the whole column's
+    bandwidth. Smoothed values are rounded to whole numbers for integer columns (which then
+    take real values, as integers must) and to the column's decimals otherwise. Rules stated in the schema are enforced on
     the synthetic records.
 
     Parameters
@@ -554,18 +556,28 @@ class CartSynthesizer(Synthesizer):
         col = self.schema_[c]
         out = values.astype(float).copy()
         fixed = np.isnan(out) | np.isin(out, self._fixed[c])
+        from scipy.stats import truncnorm
+
         lo, hi = self._range[c]
         pool_all = self._real[c].to_numpy(dtype=float, na_value=np.nan)
+        whole = pool_all[~np.isnan(pool_all) & ~np.isin(pool_all, self._fixed[c])]
+        bw_whole = silverman_bandwidth(whole) if len(whole) > 1 and np.ptp(whole) > 0 else 0.0
         for g in np.unique(groups):
             idx = np.flatnonzero((groups == g) & ~fixed)
             if not len(idx):
                 continue
             pool = pool_all[pools[int(g)]] if pools is not None else pool_all
             pool = pool[~np.isnan(pool) & ~np.isin(pool, self._fixed[c])]
-            if len(pool) < 2 or np.ptp(pool) == 0:
+            # a leaf whose donors share one value (or has one) is smoothed with the whole
+            # column's bandwidth: its value is not an atom, so it must not come back as is
+            bw = silverman_bandwidth(pool) if len(pool) > 1 and np.ptp(pool) > 0 else bw_whole
+            if not bw > 0 or not hi > lo:
                 continue
-            bw = silverman_bandwidth(pool)
-            out[idx] = np.clip(out[idx] + bw * rng.standard_normal(len(idx)), lo, hi)
+            # normal noise truncated to the observed range (clipping put copies of the real
+            # minimum and maximum at the bounds)
+            v = out[idx]
+            out[idx] = truncnorm.rvs((lo - v) / bw, (hi - v) / bw, loc=v, scale=bw,
+                                     random_state=rng)
         if col.integer:
             out[~fixed] = np.round(out[~fixed])
         elif col.decimals is not None:
