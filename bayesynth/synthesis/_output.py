@@ -107,8 +107,12 @@ def _restore(values: np.ndarray, col: ColumnSchema) -> pd.Series:
                                         ordered=col.ordered))
     s = pd.Series(values)
     try:
-        if pd.api.types.is_integer_dtype(pd.api.types.pandas_dtype(dtype)) and s.isna().any():
-            return s.astype("Int64")
-        return s.astype(dtype)
+        target = pd.api.types.pandas_dtype(dtype)
+        if (pd.api.types.is_integer_dtype(target) and s.isna().any()
+                and not isinstance(target, pd.api.extensions.ExtensionDtype)):
+            # a numpy integer column cannot hold missing values: its nullable version
+            # (int8 -> Int8); a nullable source dtype (Int8, UInt16) is kept as it is
+            return s.astype(target.name.capitalize().replace("Uint", "UInt"))
+        return s.astype(target)
     except (TypeError, ValueError):
         return s

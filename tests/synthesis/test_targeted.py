@@ -331,3 +331,16 @@ def test_targets_are_drawn_given_the_released_predictors_in_training_units(monke
     assert (X.loc[X["smoke"] == "NO", "cig"] == -8).all()
     days = pd.to_numeric(X["day"])
     assert days.between(18_200, 18_700).all()  # days since 1970, as in training
+
+
+def test_nullable_integer_dtypes_come_back_as_they_were(rng):
+    """Any integer column with a missing value came back Int64, so an Int8 source changed
+    dtype depending on the draw."""
+    n = 300
+    df = pd.DataFrame({"a": pd.array(np.where(rng.random(n) < 0.2, None,
+                                              rng.integers(0, 90, n)), dtype="Int8"),
+                       "b": pd.array(rng.integers(0, 60_000, n), dtype="UInt16"),
+                       "x": rng.normal(size=n)})
+    sets = CartSynthesizer(random_seed=1).fit(df).sample(3, random_seed=2)
+    for s in sets:
+        assert list(s.dtypes.astype(str)) == ["Int8", "UInt16", "float64"]
