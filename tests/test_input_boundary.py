@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import bayesynth as bs
 from bayesynth.cli import main
 from bayesynth.errors import NonFiniteValueError, SchemaError
 from bayesynth.evaluation import propensity_score_utility, regression_inference
@@ -297,3 +298,21 @@ def test_level_shares_match_across_text_and_numbers():
     real = pd.DataFrame({"a": [1, 2, 2, 1], "b": ["x", "y", "x", "y"]})
     _, worst = crosstab_comparison(real, real.assign(a=real["a"].astype(str)), ["a", "b"])
     assert worst == 0.0
+
+
+def test_bad_run_lengths_and_a_wide_histogram_input_are_clear_errors():
+    from bayesynth.errors import InvalidParameterError
+    from bayesynth.synthesis import PerturbedHistogramSynthesizer, RankLikelihoodSynthesizer
+
+    rng = np.random.default_rng(5)
+    df = pd.DataFrame({"a": rng.normal(size=50), "b": rng.normal(size=50)})
+    model = bs.models.rank_probit_copula(df, n_factors=1)
+    # tune=-1 raised KeyboardInterrupt, chains=0 ZeroDivisionError, draws=0 after tuning
+    for kw, name in (({"tune": -1}, "tune"), ({"chains": 0}, "chains"), ({"draws": 0}, "draws")):
+        with pytest.raises(InvalidParameterError, match=f"{name} must be an integer"):
+            bs.sample(model, **{"draws": 10, "tune": 10, "chains": 1, **kw})
+    with pytest.raises(InvalidParameterError, match="thin must be an integer"):
+        RankLikelihoodSynthesizer(draws=10, tune=10, thin=0).fit(df)
+    # the histogram releases one column: a second one was dropped without a word
+    with pytest.raises(InvalidParameterError, match="releases one column; got 2"):
+        PerturbedHistogramSynthesizer(epsilon=1.0, bounds=(-10, 10)).fit(df)

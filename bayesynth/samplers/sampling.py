@@ -370,6 +370,13 @@ def sample(
         raise InvalidParameterError(f"max_extensions must be an integer >= 0; got "
                                     f"{max_extensions!r}.", column="max_extensions")
     max_extensions = int(max_extensions)
+    for name, value, least in (("draws", draws, 1), ("tune", tune, 0), ("chains", chains, 1)):
+        if value is None and name == "chains":
+            continue  # PyMC's default
+        if (isinstance(value, bool) or not isinstance(value, int | np.integer)
+                or value < least):
+            raise InvalidParameterError(f"{name} must be an integer >= {least}; got "
+                                        f"{value!r}.", column=name)
     model = modelcontext(model)
     copula = False
     found: list[Any] = steps(model, random_seed=random_seed, collapse_levels=collapse_levels,

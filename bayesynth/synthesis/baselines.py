@@ -156,6 +156,12 @@ class RankLikelihoodSynthesizer(Synthesizer):
         RankLikelihoodSynthesizer
             ``self``, with the kept correlation draws ``C_``, the marginals and ``schema_``.
         """
+        for name, least in (("draws", 1), ("tune", 0), ("thin", 1)):
+            value = getattr(self, name)
+            if (isinstance(value, bool) or not isinstance(value, int | np.integer)
+                    or value < least):
+                raise InvalidParameterError(f"{name} must be an integer >= {least}; got "
+                                            f"{value!r}.", column=name)
         schema = self.schema if self.schema is not None else infer_schema(df)
         validate_data(df, schema)
         df = as_numbers(df)  # dates as days, as sample() reads them back
@@ -401,8 +407,8 @@ class CartSynthesizer(Synthesizer):
     is truncated to the column's observed range (so the real minimum and maximum are not
     copied); donors of a leaf that share one value are smoothed with the whole column's
     bandwidth. Smoothed values are rounded to whole numbers for integer columns (which then
-    take real values, as integers must) and to the column's decimals otherwise. Rules stated in the schema are enforced on
-    the synthetic records.
+    take real values, as integers must) and to the column's decimals otherwise. Rules stated
+    in the schema are enforced on the synthetic records.
 
     Parameters
     ----------

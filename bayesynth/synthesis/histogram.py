@@ -88,6 +88,12 @@ class PerturbedHistogramSynthesizer(Synthesizer):
         """
         eps = check_epsilon(self.epsilon)
         nb = check_neighbours(self.neighbours)
+        if isinstance(data, pd.DataFrame) and data.shape[1] != 1:
+            raise InvalidParameterError(
+                f"PerturbedHistogramSynthesizer releases one column; got {data.shape[1]} "
+                f"({list(data.columns)[:5]}). Pass one column, e.g. df[['{data.columns[0]}']]"
+                if data.shape[1] else "PerturbedHistogramSynthesizer needs one column; got "
+                "none.", column="data")
         x = np.asarray(data, dtype=float).ravel() if not isinstance(data, pd.DataFrame) else \
             data.iloc[:, 0].to_numpy(float)
         name = str(data.columns[0]) if isinstance(data, pd.DataFrame) else "x"
