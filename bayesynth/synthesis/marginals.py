@@ -16,9 +16,11 @@ The copula synthesizer maps latent normals back to the data scale with
   the tails. (A single value-space bandwidth, Silverman's rule on the values, biased the CDF of
   skewed columns by up to 0.04 in the sup norm on the shared real tables, for example income
   in CE, and moved mass across gaps between clusters of values.) The smoothed CDF is tabulated
-  on a grid of 2048 points uniform in score and inverted by linear interpolation; the grid
-  holds interpolated points, not the real values (except the minimum and the maximum, which
-  bound the range);
+  on a grid of 2048 points uniform in score and inverted by linear interpolation. The grid's
+  points are interpolated, but the interpolation runs through the real values at their known
+  scores, so the real values can be read back from a saved marginal (a test reconstruction
+  recovered 218 of 268 incomes to the cent, the top outliers included): a saved model is as
+  confidential as the data;
 * a continuous column with point masses (a value held by at least 1% of the records: zeros,
   heaping at round numbers, top codes) gets an :class:`AtomMarginal`: the atoms at their exact
   values and frequencies, and the smooth CDF of the other values over their own range, so that
