@@ -34,6 +34,7 @@ import xarray as xr
 
 from bayesynth._io import atomic_write_dir
 from bayesynth.errors import (
+    BayesynthError,
     InvalidParameterError,
     NoPosteriorError,
     NotFittedError,
@@ -562,7 +563,16 @@ class Synthesizer(abc.ABC):
         if unknown:
             raise InvalidParameterError(f"{target.__name__}.load takes no keyword {unknown[0]!r}; "
                                         f"got {sorted(kwargs)}.", column=unknown[0])
-        return target._read(path, meta, **kwargs)
+        try:
+            return target._read(path, meta, **kwargs)
+        except BayesynthError:  # already says what is wrong
+            raise
+        except (ValueError, KeyError, IndexError, TypeError, OSError) as err:
+            # a damaged or hand-edited file: say which and what to do, not a raw traceback
+            raise SchemaError(f"'{path}' could not be read as a {target.__name__} "
+                              f"({type(err).__name__}: {err}); a file in it is damaged or was "
+                              "edited. Save the synthesizer again from the fitted object."
+                              ) from err
 
     @classmethod
     def _read_meta(cls, path: Path) -> dict[str, Any]:

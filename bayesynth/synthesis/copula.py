@@ -990,4 +990,10 @@ class CopulaSynthesizer(Synthesizer):
                     t["name"], t["design"], marginal_from_dict(t["marginal"]), ds.load()))
         obj.targets = [t.name for t in obj.targets_]
         obj.target_draw = params.get("target_draw", "proper")
+        post = getattr(obj.idata_, "posterior", None)
+        n_latent = len(obj.latent_names_)
+        if post is None or "Lambda" not in post or int(post["Lambda"].shape[-2]) != n_latent:
+            raise SchemaError(f"'{path}': posterior.nc does not belong to this synthesizer (it "
+                              f"should have {n_latent} latent columns); save the synthesizer "
+                              "again from the fitted object.")
         return obj

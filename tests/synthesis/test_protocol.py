@@ -13,6 +13,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+import arviz as az
 import numpy as np
 import pandas as pd
 import pymc as pm
@@ -334,6 +335,24 @@ def test_load_dispatch_and_refusals(fitted, tmp_path):
                                                 "module": "os"}))
     with pytest.raises(SchemaError, match="not defined"):
         Synthesizer.load(cart)
+
+
+def test_damaged_or_mismatched_saved_files_are_clear_errors(fitted, tmp_path):
+    """A posterior from another fit loaded fine and failed at sample (IndexError); an edited
+    synthesizer.json gave a raw JSONDecodeError."""
+    import shutil
+
+    cop = fitted("copula").syn.save(tmp_path / "cop")
+    other = tmp_path / "other"
+    shutil.copytree(cop, other)
+    idata = az.from_dict(posterior={"Lambda": np.zeros((1, 2, 3, 1))})
+    (other / "posterior.nc").unlink()
+    idata.to_netcdf(str(other / "posterior.nc"), engine="h5netcdf")
+    with pytest.raises(SchemaError, match="does not belong to this synthesizer"):
+        CopulaSynthesizer.load(other)
+    (other / "synthesizer.json").write_text("{ not json")
+    with pytest.raises(SchemaError, match="could not be read as a CopulaSynthesizer"):
+        Synthesizer.load(other)
 
 
 def test_copula_directory_saved_before_meta_json_still_loads(fitted, tmp_path, seed):
