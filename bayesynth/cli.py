@@ -189,6 +189,16 @@ def output_paths(output: str | Path, m: int) -> list[Path]:
 def _check_outputs(inputs: Sequence[Path], outputs: Sequence[Path], overwrite: bool) -> None:
     resolved_in = {p.resolve() for p in inputs}
     for out in outputs:
+        if out.is_dir():  # checked before any work (writing failed only at the end)
+            raise OutputExistsError(
+                f"Output '{out}' is a folder; give the path of a file to write (e.g. "
+                f"'{out / 'synthetic.csv'}').")
+        for parent in out.resolve().parents:
+            if parent.exists():
+                if not parent.is_dir():
+                    raise OutputExistsError(f"Output '{out}': '{parent}' is a file, so '{out}' "
+                                            "cannot be written; choose another -o path.")
+                break
         if out.resolve() in resolved_in:
             raise OutputExistsError(
                 f"Output '{out}' is an input file; bayesynth never overwrites its input. "
@@ -229,7 +239,8 @@ def _check_model_dir(path: Path, keep: Sequence[Path], overwrite: bool) -> None:
             "choose another folder, or pass --overwrite.")
 
 
-def _for_csv(df: pd.DataFrame, like: pd.DataFrame | None = None, schema=None) -> pd.DataFrame:
+def _for_csv(df: pd.DataFrame, like: pd.DataFrame | None = None, schema=None,
+             decimal: str = ".") -> pd.DataFrame:
     """Return the table as it should be written to CSV.
 
     Dates are in the input's layout, whole numbers without a decimal point, other numbers at
@@ -258,16 +269,27 @@ def _for_csv(df: pd.DataFrame, like: pd.DataFrame | None = None, schema=None) ->
                 col is None or col.decimals == 0
                 or col.type not in ("count", "continuous"))):
             out[c] = s.round().astype("Int64")
+        elif col is not None and col.decimals:
+            # every value at the column's decimals (3260.10 stays 3260.10, not 3260.1), special
+            # codes as themselves
+            d, codes = int(col.decimals), {float(v) for v in col.special_codes}
+            text = [("" if not np.isfinite(v) else
+                     _plain_number(v) if v in codes else f"{v:.{d}f}") for v in x]
+            out[c] = [t.replace(".", decimal) for t in text] if decimal != "." else text
         elif col is not None and col.decimals is not None:
             out[c] = s.round(col.decimals)
     return out
 
 
+def _plain_number(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else repr(float(v))
+
+
 def _write_csv(df: pd.DataFrame, path: Path, like: pd.DataFrame | None = None,
                schema=None, sep: str | None = None) -> None:
-    frame = _for_csv(df, like, schema)
     delim = sep or (like.attrs.get("delimiter", ",") if like is not None else ",")
     decimal = like.attrs.get("decimal", ".") if like is not None else "."
+    frame = _for_csv(df, like, schema, decimal)
     atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False, sep=delim, decimal=decimal))
 
 
@@ -306,6 +328,9 @@ def _cmd_saturate(args: argparse.Namespace) -> int:
     outputs = output_paths(args.output, args.m)
     _check_outputs([Path(args.input)], outputs, args.overwrite)
     df = read_table(args.input)
+    if len(df) == 0:
+        raise BayesynthError(f"'{args.input}' has no records (a header only): nothing to "
+                             "synthesize.")
     variables = _split(args.variables) or [c for c in df.columns if c != args.count]
     table = microdata_to_table(df, variables, count=args.count)
     if not args.microdata and (args.count or "count") in table.names:

@@ -803,7 +803,7 @@ def infer_schema(
     bayesynth.errors.ColumnTypeError
         A column cannot be modelled.
     """
-    _check_frame(df)
+    _check_frame(df, min_rows=2)  # one record: every column would read as constant
     declared: dict[str, str] = {}
     for typ, names in (
         ("categorical", categorical),

@@ -336,3 +336,33 @@ def test_semicolon_file_with_decimal_commas(tmp_path):
     back = pd.read_csv(out, sep=";", decimal=",")
     assert pd.api.types.is_float_dtype(back["weight"])
     assert back["weight"].between(w.min(), w.max()).all()
+
+
+def test_cli_keeps_written_decimals_and_refuses_bad_outputs_before_work(tmp_path, capsys):
+    """Money written with 2 decimals came back as -9834.5; an output path that is a folder
+    failed only after the fit; a header-only saturate input wrote an empty file; --bart-trees
+    0 and evaluate's user errors ended in tracebacks."""
+    rng = np.random.default_rng(0)
+    src = tmp_path / "money.csv"
+    pd.DataFrame({"age": rng.integers(18, 80, 120),
+                  "price": np.round(rng.gamma(4.0, 5000.0, 120), 2)}).to_csv(
+        src, index=False, float_format="%.2f")
+    out = tmp_path / "syn.csv"
+    assert main(["synthesize", str(src), "-o", str(out), "--draws", "20", "--tune", "20",
+                 "--chains", "1", "--max-extensions", "0", "--seed", "1", "--quiet"]) == 0
+    prices = [line.split(",")[1] for line in out.read_text().splitlines()[1:]]
+    assert all(p.split(".")[1].__len__() == 2 for p in prices)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    assert main(["synthesize", str(src), "-o", str(folder), "--overwrite"]) == 2
+    assert "is a folder" in capsys.readouterr().err
+    assert main(["synthesize", str(src), "-o", str(tmp_path / "b.csv"), "--targets", "price",
+                 "--bart-trees", "0"]) == 2
+    assert "bart_m" in capsys.readouterr().err
+    header = tmp_path / "header.csv"
+    header.write_text("a,b\n")
+    assert main(["saturate", str(header), "-o", str(tmp_path / "h.csv")]) == 2
+    assert not (tmp_path / "h.csv").exists()
+    assert main(["evaluate", str(src), str(out), "-o", str(tmp_path / "r.html"), "--known",
+                 "age", "--sensitive", "age"]) == 2
+    assert "also a key" in capsys.readouterr().err

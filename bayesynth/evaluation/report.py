@@ -24,6 +24,7 @@ from bayesynth.errors import (
     ColumnTypeError,
     InvalidParameterError,
     MissingColumnError,
+    TooFewRowsError,
 )
 from bayesynth.evaluation import plots
 from bayesynth.evaluation.regression import regression_inference
@@ -172,6 +173,12 @@ def report(
     syns = [synthetic] if isinstance(synthetic, pd.DataFrame) else list(synthetic)
     if not syns:
         raise ValueError("report needs at least one synthetic dataset.")
+    for label, t in [("The real data", real)] + [(f"Synthetic dataset {i + 1}", x)
+                                                 for i, x in enumerate(syns)] + (
+            [("The hold-out data", holdout)] if holdout is not None else []):
+        if len(t) < 2:
+            raise TooFewRowsError(f"{label} has {len(t)} record(s); the report compares tables "
+                                  "of at least 2 records.")
     missing = [c for c in real.columns if any(c not in s.columns for s in syns)]
     if missing:
         raise MissingColumnError(f"Synthetic data lack column(s) {missing} of the real data.",
@@ -196,7 +203,9 @@ def report(
     if holdout is not None:
         absent = [c for c in real.columns if c not in holdout.columns]
         if absent:
-            raise KeyError(f"The hold-out data lack column(s) {absent} of the real data.")
+            raise MissingColumnError(f"The hold-out data lack column(s) {absent} of the real "
+                                     "data; give a hold-out with the real table's columns.",
+                                     column=str(absent[0]))
     output = Path(output)
     m = len(syns)
     kind_note = f"stated (kind={kind!r})"
@@ -212,6 +221,12 @@ def report(
         else:
             kind_note = "inferred: no column equals the real table's row by row"
         kind = "partially" if kinds == {"partially"} else "fully"
+    if kind == "partially" and sensitive and not public:
+        import warnings
+
+        warnings.warn(f"Partially synthetic data: the sensitive column '{sensitive}' is measured "
+                      "at the outliers of a public column; name it (public=, --public), or "
+                      "nothing is reported for it.", UserWarning, stacklevel=2)
     num = numeric_columns(real, schema)
     _check_numeric(num, syns, holdout)
     cat = [c for c in real.columns if c not in num]

@@ -648,14 +648,16 @@ def attribute_inference_risk(
         if c not in train.columns or c not in synthetic.columns:
             raise KeyError(f"Column '{c}' is not in both the real and the synthetic data.")
     if sensitive in keys:
-        raise ValueError(f"The sensitive column '{sensitive}' is also a key.")
+        raise InvalidParameterError(f"The sensitive column '{sensitive}' is also a key; drop "
+                                    "it from the keys (--known).", column=str(sensitive))
     cols = keys + [sensitive]
     num = set(numeric_columns(train[cols], schema))
     frames = [train, synthetic] + ([holdout] if holdout is not None else [])
     binned = _binned(train, frames, cols, num, n_bins)
     if holdout is not None and len(holdout) == 0:
-        raise ValueError("The hold-out data have no rows; pass real records the synthesizer "
-                         "did not see, or no hold-out.")
+        raise InvalidParameterError("The hold-out data have no rows; pass real records the "
+                                    "synthesizer did not see, or no hold-out.",
+                                    column="holdout")
     cap, coverage, matched = _cap(binned[0], binned[1], keys, sensitive)
     base = binned[0][sensitive].map(binned[0][sensitive].value_counts(normalize=True))
     # over the same (matched) records as CAP: otherwise which records find a match alone

@@ -472,6 +472,10 @@ class CopulaSynthesizer(Synthesizer):
                 f"categorical_margins must be one of {CATEGORICAL_MARGINS}; got "
                 f"{self.categorical_margins!r}."
             )
+        if (isinstance(self.bart_m, bool) or not isinstance(self.bart_m, int | np.integer)
+                or self.bart_m < 1):
+            raise InvalidParameterError(f"bart_m (trees per BART target) must be an integer >= "
+                                        f"1; got {self.bart_m!r}.", column="bart_m")
         if self.target_draw not in TARGET_DRAWS:
             raise SchemaError(
                 f"target_draw must be one of {TARGET_DRAWS}; got {self.target_draw!r}."
