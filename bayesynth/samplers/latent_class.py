@@ -49,6 +49,8 @@ from bayesynth.samplers.steps import (
     _dist_params,
     _is_constant,
     _uncovered_variables,
+    initial_state,
+    restore_state,
 )
 
 __all__ = ["TrueCountsMetropolis", "LatentClassGibbs", "NonCentredCountsMetropolis",
@@ -121,6 +123,14 @@ class _LatentClassStep(BlockedStep):
         self.tune = True
         self.vars = [model.rvs_to_values[model[name]] for name in self._targets(model)]
         self._setup(model)
+        self._initial_state = initial_state(self)
+
+    def reset_tuning(self) -> None:
+        """Start each chain from the state the step was built in.
+
+        See :meth:`bayesynth.samplers.steps.CopulaGibbsStep.reset_tuning`.
+        """
+        restore_state(self, self._initial_state)
 
     def _targets(self, model) -> list[str]:
         raise NotImplementedError

@@ -401,6 +401,29 @@ def copula_structure(model: pm.Model) -> CopulaStructure:
 # --------------------------------------------------------------------------------- base step
 
 
+_FIXED_ATTRS = frozenset({"structure", "rng", "vars", "tune", "stats_dtypes",
+                          "stats_dtypes_shapes", "_BlockedStep__newargs", "_initial_state"})
+
+
+def initial_state(step: Any) -> dict[str, Any]:
+    """Copy what a step changes while it runs (adaptation, caches, acceptance rates).
+
+    Compiled functions and the model structure are left out: they do not change.
+    """
+    import copy
+
+    return {k: copy.deepcopy(v) for k, v in vars(step).items()
+            if k not in _FIXED_ATTRS and not callable(v) and type(v).__name__ != "PointFunc"}
+
+
+def restore_state(step: Any, state: dict[str, Any]) -> None:
+    """Put back a copy of what :func:`initial_state` saved."""
+    import copy
+
+    for k, v in state.items():
+        setattr(step, k, copy.deepcopy(v))
+
+
 @dataclass_state
 class CopulaGibbsState(StepMethodState):
     tune: bool = field(default=True)
@@ -456,6 +479,16 @@ class CopulaGibbsStep(BlockedStep):
         self.rng = get_random_generator(rng)
         self.tune = True
         self._setup(model)
+        self._initial_state = initial_state(self)
+
+    def reset_tuning(self) -> None:
+        """Start a chain from the state the step was built in (PyMC calls this per chain).
+
+        Chains run one after the other in one process (``cores=1``) would otherwise carry the
+        adaptation (step sizes, proposal scales, Newton starts) from one chain into the next,
+        so the same seed gave other draws than with a process per chain.
+        """
+        restore_state(self, self._initial_state)
 
     @classmethod
     def applies(cls, layout: LatentLayout) -> bool:
