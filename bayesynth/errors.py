@@ -169,3 +169,16 @@ class RunStopped(BaseException):  # noqa: N818 - a stop, not an error
     def exit_code(self) -> int:
         """The shell's convention: 128 + the signal number."""
         return 128 + self.signum
+
+
+def check_integer(value, name: str, least: int) -> int:
+    """Return ``value`` as an int, or raise :class:`InvalidParameterError` naming ``name``.
+
+    Booleans are refused (``True`` is an int in Python).
+    """
+    import numpy as np
+
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < least:
+        raise InvalidParameterError(f"{name} must be an integer >= {least}; got {value!r}.",
+                                    column=name)
+    return int(value)

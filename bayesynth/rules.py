@@ -35,6 +35,18 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def refuse_unknown_keys(d: Mapping, known: frozenset, where: str) -> None:
+    """Refuse a key a schema or rule does not have (a misspelt one would be dropped silently)."""
+    import difflib
+
+    odd = [k for k in d if k not in known]
+    if odd:
+        near = difflib.get_close_matches(str(odd[0]), sorted(known), n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise SchemaError(f"Unknown key {odd[0]!r} in {where}{hint}; the keys are "
+                          f"{sorted(known)}.")
+
+
 def _is_missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and np.isnan(value))
 
@@ -151,10 +163,7 @@ class Rule:
         bayesynth.errors.SchemaError
             If ``d`` does not have that form.
         """
-        odd = [k for k in d if k not in ("column", "value", "when")]
-        if odd:
-            raise SchemaError(f"Unknown key {odd[0]!r} in the rule {dict(d)!r}; a rule has "
-                              "'column', 'value' and 'when'.")
+        refuse_unknown_keys(d, frozenset({"column", "value", "when"}), f"the rule {dict(d)!r}")
         try:
             when = d["when"]
             items = when.items() if isinstance(when, Mapping) else when

@@ -42,7 +42,7 @@ from bayesynth.errors import (
     UnknownColumnTypeError,
     UnknownLevelError,
 )
-from bayesynth.rules import Rule, check_rules, suggest_rules
+from bayesynth.rules import Rule, check_rules, refuse_unknown_keys, suggest_rules
 
 __all__ = ["COLUMN_TYPES", "ColumnSchema", "Schema", "infer_schema", "validate_data",
            "value_part", "as_numbers", "from_days", "is_datetime", "evaluate_formula",
@@ -197,7 +197,7 @@ class ColumnSchema:
             raise SchemaError(
                 f"Every schema column needs a 'name' and a 'type'; got {dict(d)!r}."
             )
-        _refuse_unknown_keys(d, _COLUMN_KEYS, f"column '{d['name']}'")
+        refuse_unknown_keys(d, _COLUMN_KEYS, f"column '{d['name']}'")
         levels = d.get("levels")
         return cls(
             name=str(d["name"]),
@@ -421,7 +421,7 @@ class Schema(Mapping[str, ColumnSchema]):
             raise SchemaError(
                 "A schema is a JSON object with a 'columns' list, as written by Schema.to_json."
             )
-        _refuse_unknown_keys(d, _SCHEMA_KEYS, "the schema")
+        refuse_unknown_keys(d, _SCHEMA_KEYS, "the schema")
         if d.get("format", "bayesynth-schema") != "bayesynth-schema":
             raise SchemaError(f"The schema's format is {d['format']!r}, not 'bayesynth-schema'.")
         return cls((ColumnSchema.from_dict(c) for c in d["columns"]),
@@ -849,18 +849,6 @@ def _refuse_infinite(name: str, values: pd.Series) -> None:
 _COLUMN_KEYS = frozenset({"name", "type", "levels", "dtype", "ordered", "special_codes",
                           "integer", "decimals", "formula"})
 _SCHEMA_KEYS = frozenset({"format", "version", "columns", "rules", "suggested_rules"})
-
-
-def _refuse_unknown_keys(d: Mapping, known: frozenset, where: str) -> None:
-    """Refuse a key a schema does not have (a misspelt one would be dropped without a word)."""
-    import difflib
-
-    odd = [k for k in d if k not in known]
-    if odd:
-        near = difflib.get_close_matches(str(odd[0]), sorted(known), n=1)
-        hint = f" (did you mean {near[0]!r}?)" if near else ""
-        raise SchemaError(f"Unknown key {odd[0]!r} in {where}{hint}; the keys are "
-                          f"{sorted(known)}.")
 
 
 def _check_frame(df: Any, min_rows: int = 1) -> None:

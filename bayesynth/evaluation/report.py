@@ -340,10 +340,10 @@ def _partially_synthetic_risk(real, syns, results, sections, *, schema, known, s
     risk_values = None
     cols = list(real.columns)
     rk = _record_keys(real, cols)
+    keys = [_record_keys(s[cols], cols) for s in syns]
     copies = pd.DataFrame([{
-        "own_record_share": float(np.mean(_record_keys(s[cols], cols).to_numpy()
-                                          == rk.to_numpy())),
-        "exact_copy_share": float(_record_keys(s[cols], cols).isin(rk).mean())} for s in syns])
+        "own_record_share": float(np.mean(sk.to_numpy() == rk.to_numpy())),
+        "exact_copy_share": float(sk.isin(rk).mean())} for sk in keys])
     copies.index.name = "dataset"
     results["partially_synthetic_copies"] = copies
     note = html.escape(results.get("kind_note", "stated"))

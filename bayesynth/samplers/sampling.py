@@ -19,7 +19,7 @@ import xarray as xr
 from pymc.model import modelcontext
 from threadpoolctl import threadpool_limits
 
-from bayesynth.errors import IncompatibleModelError, InvalidParameterError
+from bayesynth.errors import IncompatibleModelError, check_integer
 from bayesynth.models.latent_class_dp import latent_class_spec
 from bayesynth.models.rank_probit_copula import get_layout
 from bayesynth.samplers.bart_steps import bart_steps, has_bart
@@ -365,18 +365,11 @@ def sample(
     from bayesynth.models.copula_quantities import check_categorical_margins
 
     check_categorical_margins(categorical_margins)  # before sampling, not after
-    if (isinstance(max_extensions, bool) or not isinstance(max_extensions, int | np.integer)
-            or max_extensions < 0):
-        raise InvalidParameterError(f"max_extensions must be an integer >= 0; got "
-                                    f"{max_extensions!r}.", column="max_extensions")
-    max_extensions = int(max_extensions)
-    for name, value, least in (("draws", draws, 1), ("tune", tune, 0), ("chains", chains, 1)):
-        if value is None and name == "chains":
-            continue  # PyMC's default
-        if (isinstance(value, bool) or not isinstance(value, int | np.integer)
-                or value < least):
-            raise InvalidParameterError(f"{name} must be an integer >= {least}; got "
-                                        f"{value!r}.", column=name)
+    max_extensions = check_integer(max_extensions, "max_extensions", 0)
+    check_integer(draws, "draws", 1)
+    check_integer(tune, "tune", 0)
+    if chains is not None:  # None: PyMC's default
+        check_integer(chains, "chains", 1)
     model = modelcontext(model)
     copula = False
     found: list[Any] = steps(model, random_seed=random_seed, collapse_levels=collapse_levels,

@@ -22,7 +22,7 @@ import xarray as xr
 from scipy.special import ndtr
 from scipy.stats import invwishart
 
-from bayesynth.errors import InvalidParameterError, SchemaError
+from bayesynth.errors import InvalidParameterError, SchemaError, check_integer
 from bayesynth.models.layout import LatentLayout, OrderedColumn
 from bayesynth.samplers.kernels import draw_z
 from bayesynth.schema import Schema, as_numbers, encode_levels, infer_schema, validate_data
@@ -157,11 +157,7 @@ class RankLikelihoodSynthesizer(Synthesizer):
             ``self``, with the kept correlation draws ``C_``, the marginals and ``schema_``.
         """
         for name, least in (("draws", 1), ("tune", 0), ("thin", 1)):
-            value = getattr(self, name)
-            if (isinstance(value, bool) or not isinstance(value, int | np.integer)
-                    or value < least):
-                raise InvalidParameterError(f"{name} must be an integer >= {least}; got "
-                                            f"{value!r}.", column=name)
+            check_integer(getattr(self, name), name, least)
         schema = self.schema if self.schema is not None else infer_schema(df)
         validate_data(df, schema)
         df = as_numbers(df)  # dates as days, as sample() reads them back

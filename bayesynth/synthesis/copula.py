@@ -45,7 +45,12 @@ import xarray as xr
 from scipy.special import log_ndtr, ndtr
 from scipy.stats import rankdata
 
-from bayesynth.errors import IncompatibleModelError, InvalidParameterError, SchemaError
+from bayesynth.errors import (
+    IncompatibleModelError,
+    InvalidParameterError,
+    SchemaError,
+    check_integer,
+)
 from bayesynth.models.copula_quantities import CATEGORICAL_MARGINS, data_margins
 from bayesynth.models.layout import MISSING_LEVEL, LatentLayout, mnp_levels
 from bayesynth.models.rank_probit_copula import get_layout, rank_probit_copula
@@ -472,10 +477,7 @@ class CopulaSynthesizer(Synthesizer):
                 f"categorical_margins must be one of {CATEGORICAL_MARGINS}; got "
                 f"{self.categorical_margins!r}."
             )
-        if (isinstance(self.bart_m, bool) or not isinstance(self.bart_m, int | np.integer)
-                or self.bart_m < 1):
-            raise InvalidParameterError(f"bart_m (trees per BART target) must be an integer >= "
-                                        f"1; got {self.bart_m!r}.", column="bart_m")
+        check_integer(self.bart_m, "bart_m", 1)  # trees per BART target
         if self.target_draw not in TARGET_DRAWS:
             raise SchemaError(
                 f"target_draw must be one of {TARGET_DRAWS}; got {self.target_draw!r}."
