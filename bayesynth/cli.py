@@ -468,7 +468,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
               f"variables and conditional means, with the categorical margins calibrated to "
               f"the data as synthesis does): max R-hat {conv.max_rhat:.3f} "
               f"({100 * conv.share_rhat_above_1_01:.1f}% above 1.01), bulk ESS min "
-              f"{conv.min_ess_bulk:.0f}, median {conv.median_ess_bulk:.0f}")
+              f"{conv.min_ess_bulk:.0f}, median {conv.median_ess_bulk:.0f}"
+              + (f"; {conv.not_judged} not judged (see the note below)" if conv.not_judged
+                 else ""))
     for w in caught:
         if issubclass(w.category, RuntimeWarning):
             print(f"note: {w.message}")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -967,6 +968,14 @@ def _validate_column(s: pd.Series, col: ColumnSchema) -> None:
         _refuse_infinite(name, values)
         x = values.to_numpy(dtype=float)
         x = x[~np.isin(x, list(col.special_codes))] if col.special_codes else x
+        inside = [c for c in col.special_codes if len(x) and x.min() < float(c) < x.max()]
+        if inside:
+            warnings.warn(
+                f"Column '{name}': special code(s) {[_plain(c) for c in inside]} lie inside the "
+                f"range of its values ({_plain(x.min())} to {_plain(x.max())}). Every record "
+                "holding such a value is read as the code, never as that amount, and synthetic "
+                "amounts may come out next to it; if it is also a real amount, recode the "
+                "special code to a value outside the range.", UserWarning, stacklevel=4)
         if col.type == "count" and len(x) and not (_is_integral(x) and x.min() >= 0):
             raise ColumnTypeError(
                 f"Column '{name}' is declared count but holds negative or non-integer values "

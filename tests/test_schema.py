@@ -201,6 +201,25 @@ def test_survey_codes_and_discrete_floats():
     assert Schema.from_json(s.to_json()) == s
 
 
+def test_a_special_code_inside_the_value_range_is_warned_about():
+    """Age 99 = "not known" among ages 0-105: every 99 is read as the code, never as an age;
+    that was accepted without a word. A code outside the range (-8) stays quiet."""
+    import warnings
+
+    r = np.random.default_rng(4)
+    df = pd.DataFrame({"age": np.r_[np.full(20, 99), r.integers(0, 106, 180)],
+                       "x": r.normal(size=200)})
+    x = infer_schema(df, suggest=False)["x"]
+    coded = Schema([ColumnSchema("age", "count", special_codes=(99,), integer=True), x])
+    with pytest.warns(UserWarning, match=r"'age'.*\[99\].*inside the range.*0 to 10[0-5]"):
+        validate_data(df, coded)
+    outside = df.assign(age=np.r_[np.full(20, -8), df["age"].to_numpy()[20:]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        validate_data(outside, Schema([ColumnSchema("age", "count", special_codes=(-8,),
+                                                    integer=True), x]))
+
+
 def test_derived_columns_are_checked_against_the_data(tmp_path):
     r = np.random.default_rng(3)
     df = pd.DataFrame({"h": r.integers(150, 200, 100).astype(float),

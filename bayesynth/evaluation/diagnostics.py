@@ -13,6 +13,7 @@ import arviz as az
 import numpy as np
 import pandas as pd
 
+from bayesynth.models.copula_quantities import effective_rhat, not_judged
 from bayesynth.models.layout import same_variable_level_pairs
 
 __all__ = [
@@ -208,6 +209,9 @@ class ConvergenceSummary(NamedTuple):
     min_ess_bulk: float
     median_ess_bulk: float
     share_rhat_above_1_01: float
+    #: Quantities left out because they are undefined in some draws (a rare level with no
+    #: Monte Carlo point there; see :func:`synthesis_diagnostics`).
+    not_judged: int = 0
 
     @classmethod
     def from_table(cls, table: pd.DataFrame) -> ConvergenceSummary:
@@ -216,16 +220,19 @@ class ConvergenceSummary(NamedTuple):
         The table is :func:`copula_diagnostics`'s, or the one ``CopulaSynthesizer.fit`` keeps
         as ``convergence_table_``.
         """
-        rhat = table["r_hat"].to_numpy(dtype=float)
+        rhat = effective_rhat(table)  # inf where undefined for a quantity that varies
         ess = table["ess_bulk"].to_numpy(dtype=float)
-        judged = np.isfinite(rhat).any()
+        judged = ~np.isnan(rhat)
+        ess = np.where(judged & ~np.isfinite(ess), 0.0, ess)  # undefined ESS: none
+        ess = np.where(judged, ess, np.nan)
         return cls(
-            max_rhat=float(np.nanmax(rhat)) if judged else float("nan"),
-            min_ess_bulk=float(np.nanmin(ess)),
-            median_ess_bulk=float(np.nanmedian(ess)),
-            # over the quantities that have an R-hat (a comparison with NaN is False, not NaN)
-            share_rhat_above_1_01=(float(np.mean(rhat[np.isfinite(rhat)] > 1.01)) if judged
+            max_rhat=float(np.max(rhat[judged])) if judged.any() else float("nan"),
+            min_ess_bulk=float(np.nanmin(ess)) if judged.any() else float("nan"),
+            median_ess_bulk=float(np.nanmedian(ess)) if judged.any() else float("nan"),
+            # over the quantities judged
+            share_rhat_above_1_01=(float(np.mean(rhat[judged] > 1.01)) if judged.any()
                                    else float("nan")),
+            not_judged=len(not_judged(table)),
         )
 
 
@@ -377,6 +384,12 @@ def synthesis_diagnostics(
     problems = []
     for label, row in table.iterrows():
         r = row["r_hat"]
+        gone = float(row.get("undefined_share", 0.0))
+        if gone > 0:
+            problems.append(((1, -np.inf), f"{label} ({row['kind']}) not judged: undefined in "
+                                           f"{100 * gone:.1f}% of the draws, where its level "
+                                           "got no Monte Carlo point; pass a larger n_mc"))
+            continue
         if _undefined(row, "r_hat") or _undefined(row, "ess_bulk"):
             problems.append(((0, -np.inf), f"R-hat and ESS undefined for {label} "
                                            f"({row['kind']}): some draws are missing or "

@@ -56,6 +56,7 @@ are valid; the probabilities are normalised over them and ``valid_share`` report
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -68,7 +69,8 @@ from bayesynth.models.layout import MISSING_LEVEL, LatentLayout, mnp_levels
 from bayesynth.models.level_calibration import calibrate_block
 from bayesynth.rules import _is_missing
 
-__all__ = ["CopulaBlocks", "implied_quantities", "synthesis_quantity_table", "data_margins",
+__all__ = ["CopulaBlocks", "implied_quantities", "synthesis_quantity_table", "effective_rhat",
+           "not_judged", "data_margins",
            "N_MC", "BLOCKS_ATTR", "MAX_DRAWS", "CATEGORICAL_MARGINS",
            "check_categorical_margins"]
 
@@ -667,7 +669,7 @@ def synthesis_quantity_table(idata, *, max_draws: int = MAX_DRAWS, n_mc: int | N
         for b in range(a + 1, len(oidx)):
             if partial[a] or partial[b]:  # over the records that show both
                 x = q["ordered_corr"][:, a, b].reshape(nc, nd2)
-                if np.all(np.isfinite(x)):
+                if np.isfinite(x).any():  # (a draw without two such points: not judged)
                     parts.append(("C (ordered)", f"C[{ords[a]}, {ords[b]} | shown]", x))
             else:
                 parts.append(("C (ordered)", f"C[{ords[a]}, {ords[b]}]",
@@ -682,22 +684,55 @@ def synthesis_quantity_table(idata, *, max_draws: int = MAX_DRAWS, n_mc: int | N
     for h, lab in enumerate(cats):
         for j, o in enumerate(ords):
             x = q["conditional_mean"][:, h, j].reshape(nc, nd2)
-            if np.all(np.isfinite(x)):
+            # NaN in every draw: no such quantity (a column given its own code level, a level
+            # the column is never shown with); in some draws only: not judged (see below)
+            if np.isfinite(x).any():
                 parts.append(("conditional mean", f"E[{o} | {lab}]", x))
-    cols = ["kind", "mean", "sd", "ess_bulk", "ess_tail", "r_hat"]
+    cols = ["kind", "mean", "sd", "ess_bulk", "ess_tail", "r_hat", "undefined_share"]
     if not parts:
         return pd.DataFrame(columns=cols), thin
     import xarray as xr
 
     arr = np.stack([x for _, _, x in parts], axis=-1)  # (chain, draw, quantity)
     ds = xr.Dataset({"x": (("chain", "draw", "quantity"), arr)})
-    table = pd.DataFrame({
-        "kind": [kd for kd, _, _ in parts],
-        "mean": arr.mean(axis=(0, 1)),
-        "sd": arr.std(axis=(0, 1)),
-        "ess_bulk": az.ess(ds, method="bulk")["x"].values,
-        "ess_tail": az.ess(ds, method="tail")["x"].values,
-        "r_hat": az.rhat(ds)["x"].values if nc > 1 else np.full(arr.shape[-1], np.nan),
-    }, index=pd.Index([lab for _, lab, _ in parts], name="quantity"))
+    # A conditional mean (or a correlation over the points that show both columns) is
+    # undefined in a draw where its level got no Monte Carlo point: a rare level at n_mc
+    # points. Its R-hat and ESS are then NaN and it is not judged (its mean and sd are over
+    # the draws where it is defined); ``undefined_share`` says in how many draws.
+    undefined = np.mean(~np.isfinite(arr), axis=(0, 1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        table = pd.DataFrame({
+            "kind": [kd for kd, _, _ in parts],
+            "mean": np.nanmean(arr, axis=(0, 1)),
+            "sd": np.nanstd(arr, axis=(0, 1)),
+            "ess_bulk": az.ess(ds, method="bulk")["x"].values,
+            "ess_tail": az.ess(ds, method="tail")["x"].values,
+            "r_hat": az.rhat(ds)["x"].values if nc > 1 else np.full(arr.shape[-1], np.nan),
+            "undefined_share": undefined,
+        }, index=pd.Index([lab for _, lab, _ in parts], name="quantity"))
     return table, thin
+
+
+def effective_rhat(table: pd.DataFrame) -> np.ndarray:
+    """Return each quantity's R-hat as convergence checks read it.
+
+    The R-hat where it is finite; NaN (not judged) for a constant quantity (sd 0: nothing to
+    converge) and for one that is undefined in some draws for want of Monte Carlo points
+    (``undefined_share`` above 0, see :func:`synthesis_quantity_table`); infinite (not
+    converged) where it is undefined for another reason: a draw missing or infinite.
+    """
+    rhat = table["r_hat"].to_numpy(dtype=float)
+    sd = table["sd"].to_numpy(dtype=float) if "sd" in table else np.full(len(rhat), np.nan)
+    skipped = np.isfinite(sd) & (sd == 0)
+    if "undefined_share" in table:
+        skipped |= table["undefined_share"].to_numpy(dtype=float) > 0
+    return np.where(np.isfinite(rhat), rhat, np.where(skipped, np.nan, np.inf))
+
+
+def not_judged(table: pd.DataFrame) -> list[str]:
+    """Return the quantities left unjudged because some draws put no Monte Carlo point there."""
+    if "undefined_share" not in table:
+        return []
+    return [str(q) for q in table.index[table["undefined_share"].to_numpy(dtype=float) > 0]]
 

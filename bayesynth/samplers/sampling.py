@@ -20,6 +20,7 @@ from pymc.model import modelcontext
 from threadpoolctl import threadpool_limits
 
 from bayesynth.errors import IncompatibleModelError, check_integer
+from bayesynth.models.copula_quantities import effective_rhat
 from bayesynth.models.latent_class_dp import latent_class_spec
 from bayesynth.models.rank_probit_copula import get_layout
 from bayesynth.samplers.bart_steps import bart_steps, has_bart
@@ -155,12 +156,28 @@ def check_copula_convergence(idata: az.InferenceData, categorical_margins: str =
     -----
     RuntimeWarning
         When the largest R-hat exceeds :data:`RHAT_WARN`; the message names that quantity and
-        how many exceed it.
+        how many exceed it. Also when some quantities could not be judged (a rare level that
+        got no Monte Carlo point in some draws: see
+        :func:`~bayesynth.models.copula_quantities.synthesis_quantity_table`).
     """
+    from bayesynth.models.copula_quantities import N_MC, not_judged
+
     table = _judged(idata, categorical_margins)
+    skipped = not_judged(table) if table is not None else []
+    if skipped:
+        shown = ", ".join(skipped[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3
+                                           else "")
+        warnings.warn(
+            f"{len(skipped)} of the {len(table)} quantities synthesis uses could not be judged "
+            f"({shown}): their level got none of the {N_MC} Monte Carlo points in some draws, "
+            "so R-hat and ESS are undefined. Judge them with "
+            f"bayesynth.evaluation.synthesis_diagnostics(idata, n_mc={10 * N_MC}) or more.",
+            RuntimeWarning,
+            stacklevel=stacklevel,
+        )
     worst = _worst_rhat(table)
     if worst is not None and worst > RHAT_WARN:
-        rhat = _effective_rhat(table)
+        rhat = effective_rhat(table)
         label = table.index[int(np.nanargmax(rhat))]
         n_bad = int(np.sum(rhat > RHAT_WARN))
         ext = int(idata.posterior.attrs.get("extensions", 0))
@@ -608,24 +625,14 @@ def _judged(idata: az.InferenceData, categorical_margins: str) -> pd.DataFrame |
 def _worst_rhat(table: pd.DataFrame | None) -> float | None:
     """Return the largest R-hat of a convergence table, or None where there is none.
 
-    An R-hat that is undefined (NaN) for a quantity that varies (some draw missing or
-    infinite) counts as infinite: not converged. A constant quantity (sd 0) is left out.
+    Read by :func:`~bayesynth.models.copula_quantities.effective_rhat`: an undefined R-hat
+    counts as infinite (not converged), except for a constant quantity and one left
+    unjudged for want of Monte Carlo points, which are left out.
     """
     if table is None or not len(table):
         return None
-    rhat = _effective_rhat(table)
+    rhat = effective_rhat(table)
     return float(np.nanmax(rhat)) if not np.isnan(rhat).all() else None
-
-
-def _effective_rhat(table: pd.DataFrame) -> np.ndarray:
-    """Return each quantity's R-hat, infinite where it is undefined for a quantity that varies.
-
-    Undefined: a missing or infinite draw. A constant quantity gets NaN (ignored).
-    """
-    rhat = table["r_hat"].to_numpy(dtype=float)
-    sd = table["sd"].to_numpy(dtype=float) if "sd" in table else np.full(len(rhat), np.nan)
-    constant = np.isfinite(sd) & (sd == 0)
-    return np.where(np.isfinite(rhat), rhat, np.where(constant, np.nan, np.inf))
 
 
 def _check_cell_probabilities(idata: az.InferenceData, names: list[str]) -> None:

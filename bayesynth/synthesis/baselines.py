@@ -487,7 +487,8 @@ class CartSynthesizer(Synthesizer):
         Raises
         ------
         bayesynth.errors.InvalidParameterError
-            If ``smoothing`` is not "density" or "none".
+            If ``smoothing`` is not "density" or "none", ``min_samples_leaf`` is not an integer
+            of at least 1 or ``atom_share`` is not between 0 and 1.
         bayesynth.errors.SchemaError
             If ``visit_sequence`` does not list every modelled column exactly once.
         """
@@ -496,6 +497,13 @@ class CartSynthesizer(Synthesizer):
         if self.smoothing not in ("density", "none"):
             raise InvalidParameterError(
                 f"smoothing must be 'density' or 'none'; got {self.smoothing!r}.")
+        check_integer(self.min_samples_leaf, "min_samples_leaf", 1)
+        share = self.atom_share
+        if (isinstance(share, bool) or not isinstance(share, int | float | np.number)
+                or not 0.0 <= float(share) <= 1.0):
+            raise InvalidParameterError(
+                f"atom_share must be a share between 0 and 1 (0: every value an atom, no "
+                f"smoothing); got {share!r}.", column="atom_share")
         schema = self.schema if self.schema is not None else infer_schema(df, suggest=False)
         validate_data(df, schema)
         self.schema_ = schema

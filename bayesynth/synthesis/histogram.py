@@ -5,6 +5,7 @@ DP under change-one or add/remove neighbours (the synthesizer's ``neighbours``).
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -139,7 +140,8 @@ class PerturbedHistogramSynthesizer(Synthesizer):
         ----------
         m : int, default 1
         n_rows : int, optional
-            Default: n under change-one neighbours, the noisy total under add/remove.
+            Default: n under change-one neighbours, the noisy total under add/remove (rounded
+            down; zero records, with a warning, when it is not positive).
         random_seed : int, optional
 
         Returns
@@ -158,6 +160,12 @@ class PerturbedHistogramSynthesizer(Synthesizer):
         if n_rows is None:
             n = (self._n_public if self._n_public is not None
                  else max(0, int(self.noisy_counts_.sum())))
+            if n == 0:
+                warnings.warn(
+                    f"The noisy total of the released histogram is "
+                    f"{float(self.noisy_counts_.sum()):.1f}, so the synthetic datasets have no "
+                    "records (the noise swamps a table this small at this epsilon); pass "
+                    "n_rows to choose their size.", RuntimeWarning, stacklevel=2)
         else:
             n = int(n_rows)
         pos = np.maximum(self.noisy_counts_, 0).astype(float)

@@ -136,3 +136,39 @@ def test_an_undefined_r_hat_is_a_failure_unless_the_quantity_is_constant():
     table = pd.DataFrame({"r_hat": [1.001, np.nan, np.nan], "sd": [0.1, 0.0, 0.2]})
     assert _worst_rhat(table) == np.inf
     assert _worst_rhat(table.iloc[:2]) == pytest.approx(1.001)
+
+
+def test_a_conditional_mean_undefined_in_some_draws_is_reported_not_dropped(seed, monkeypatch):
+    """A rare level can get no Monte Carlo point in some draws; its conditional means were
+    then NaN there and the quantity was dropped from every convergence judgement without a
+    word. It is now listed, marked not judged, and named in the diagnostics and the fit's
+    check."""
+    import pandas as pd
+
+    from bayesynth.models import copula_quantities as cq
+    from bayesynth.samplers.sampling import check_copula_convergence
+
+    r = np.random.default_rng(3)
+    g = np.where(r.random(400) < 0.6, "A", "B").astype(object)
+    g[:2] = "C"  # share 0.005: about 0.5 of 100 Monte Carlo points
+    df = pd.DataFrame({"g": pd.Categorical(g), "x": r.normal(size=400) + (g == "B")})
+    model = bs.models.rank_probit_copula(df, n_factors=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        idata = bs.sample(model, draws=40, tune=40, chains=2, random_seed=seed,
+                          progressbar=False, check_convergence=False)
+    d = bs.evaluation.synthesis_diagnostics(idata, n_mc=100)
+    rare = [q for q in d.table.index if q.startswith("E[x") and "C" in q.split("|")[1]]
+    assert len(rare) == 1, list(d.table.index)
+    row = d.table.loc[rare[0]]
+    assert 0 < row["undefined_share"] < 1 and np.isnan(row["r_hat"])
+    assert np.isfinite(row["mean"])
+    assert any(rare[0] in w and "not judged" in w for w in d.warnings), d.warnings
+    others = d.table.drop(index=rare[0])
+    assert (others["undefined_share"] == 0).all()
+    s = bs.evaluation.ConvergenceSummary.from_table(d.table)
+    assert s.not_judged == 1 and s.max_rhat == others["r_hat"].max()
+    # the fit's own check (default Monte Carlo size, lowered here) names it
+    monkeypatch.setattr(cq, "N_MC", 100)
+    with pytest.warns(RuntimeWarning, match="could not be judged"):
+        check_copula_convergence(idata)

@@ -258,6 +258,16 @@ def test_perturbed_histogram_hides_n_under_add_remove():
              for _ in range(10)}
     assert len(sizes) > 1  # the noisy total, not the exact n
     assert len(PerturbedHistogramSynthesizer(1.0, bins=None).fit(x).edges_) == 9  # 500^(1/3)
+    # a noisy total below one record gives empty datasets, and says so
+    tiny = np.array([0.2, 0.7])
+    for s in range(50):
+        syn = PerturbedHistogramSynthesizer(0.05, neighbours="add_remove", random_seed=s).fit(tiny)
+        if syn.noisy_counts_.sum() < 1:
+            break
+    else:
+        pytest.fail("no noisy total below 1 in 50 seeds")
+    with pytest.warns(RuntimeWarning, match="no records"):
+        assert len(syn.sample()[0]) == 0
 
 
 def test_bad_mechanism_arguments(beta_data):

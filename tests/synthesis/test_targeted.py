@@ -126,6 +126,20 @@ def test_cart_smooths_numeric_donors_like_synthpop(rng):
         CartSynthesizer(smoothing="kde").fit(df)
 
 
+@pytest.mark.parametrize("kwargs, word", [
+    ({"min_samples_leaf": 0}, "min_samples_leaf"), ({"min_samples_leaf": 2.5}, "min_samples_leaf"),
+    ({"atom_share": -0.1}, "atom_share"), ({"atom_share": 1.5}, "atom_share"),
+    ({"atom_share": float("nan")}, "atom_share")])
+def test_cart_refuses_bad_leaf_sizes_and_atom_shares(kwargs, word):
+    """A leaf of 0 records reached sklearn's own error; a negative atom share silently
+    turned smoothing off (every value an atom) and a NaN share smoothed every value."""
+    from bayesynth.errors import InvalidParameterError
+
+    df = pd.DataFrame({"a": np.arange(40.0), "b": np.arange(40) % 3})
+    with pytest.raises(InvalidParameterError, match=word):
+        CartSynthesizer(**kwargs).fit(df)
+
+
 def test_cart_smoothing_copies_neither_the_extremes_nor_a_small_shared_value(rng):
     """Clipping the noise to the observed range copied the real minimum and maximum; a leaf
     whose donors all shared a value (not an atom: 0.5% of records) was left unsmoothed."""
