@@ -659,6 +659,27 @@ def _check_supported_dtype(s: pd.Series) -> None:
         )
 
 
+def _warn_numbers_with_markers(name: str, values: pd.Series) -> None:
+    """Warn when a text column is numbers save a few markers ("NA", ".", "-", "n/a" ...).
+
+    Such a column is read as categorical, one level per distinct number, which is rarely
+    what its author meant: the markers usually stand for missing values.
+    """
+    text = values.astype(str).str.strip()
+    number = pd.to_numeric(text, errors="coerce")
+    is_num = number.notna()
+    markers = sorted(set(text[~is_num]))
+    if (is_num.mean() >= 0.5 and 0 < len(markers) <= 5
+            and number[is_num].nunique() > FEW_VALUES):
+        warnings.warn(
+            f"Column '{name}' holds numbers written as text except for {markers} "
+            f"({int((~is_num).sum())} records): it is read as categorical, one level per "
+            f"distinct number ({number[is_num].nunique()}). If {markers} mark missing values, "
+            "leave those cells blank in the file (in Python: pandas.read_csv(..., "
+            f"na_values={markers})); if they are codes, write them as numbers (such as -8).",
+            UserWarning, stacklevel=4)
+
+
 def _infer_one(s: pd.Series, declared: str | None) -> ColumnSchema:
     name = str(s.name)
     _check_supported_dtype(s)
@@ -702,6 +723,7 @@ def _infer_one(s: pd.Series, declared: str | None) -> ColumnSchema:
                     f"categorical=['{name}'].",
                     column=name,
                 )
+            _warn_numbers_with_markers(name, values)
             declared = "categorical"
 
     if declared not in COLUMN_TYPES:

@@ -281,3 +281,22 @@ def test_a_misspelt_schema_key_is_refused_by_name():
     bad_rule = {"column": "a", "values": 1, "when": {"g": ["x"]}}
     with pytest.raises(SchemaError, match="Unknown key 'values'"):
         Schema.from_dict({**d, "rules": [bad_rule]})
+
+
+def test_numbers_written_as_text_with_missing_markers_are_warned_about():
+    """'12', '7.5', ... with 'NA' and '.' for missing values became a categorical column of
+    one level per number without a word; the warning names the markers and the fix."""
+    import warnings
+
+    r = np.random.default_rng(5)
+    x = np.round(r.gamma(2, 10, 300), 1).astype(str).astype(object)
+    x[:20], x[20:25] = "NA", "."
+    df = pd.DataFrame({"x": x, "g": r.choice(["a", "b", "c"], 300)})
+    with pytest.warns(UserWarning, match=r"'x'.*\[('\.', 'NA'|'\.', 'NA')\].*25 records"):
+        s = infer_schema(df, suggest=False)
+    assert s["x"].type == "categorical"  # as read; the warning says how to read it as numbers
+    # a text column of a few numbers and a word is a genuine categorical: no warning
+    few = pd.DataFrame({"y": r.choice(["1", "2", "3", "Other"], 300), "g": df["g"]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        infer_schema(few, suggest=False)
