@@ -96,10 +96,13 @@ CATEGORICAL_MARGINS = ("data", "model")
 
 
 def check_categorical_margins(value: str) -> None:
-    """Raise a ``ValueError`` unless ``value`` is one of :data:`CATEGORICAL_MARGINS`."""
+    """Raise an ``InvalidParameterError`` (a ``ValueError``) unless ``value`` is one of
+    :data:`CATEGORICAL_MARGINS`."""
     if value not in CATEGORICAL_MARGINS:
-        raise ValueError(f"categorical_margins must be one of {CATEGORICAL_MARGINS}; got "
-                         f"{value!r}.")
+        from bayesynth.errors import InvalidParameterError
+
+        raise InvalidParameterError(f"categorical_margins must be one of {CATEGORICAL_MARGINS}; "
+                                    f"got {value!r}.", column="categorical_margins")
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ import numpy as np
 from scipy import stats
 from scipy.special import gammaln
 
-from bayesynth.errors import SchemaError
+from bayesynth.errors import InvalidParameterError, SchemaError
 
 __all__ = [
     "FAMILIES",
@@ -246,18 +246,22 @@ def validate_parameters(family: str, sigma: float, alpha: float = 0.0) -> None:
 
     Raises
     ------
-    bayesynth.errors.SchemaError
+    bayesynth.errors.InvalidParameterError
         If a parameter is invalid.
     """
     if family not in FAMILIES:
-        raise SchemaError(f"family must be one of {FAMILIES}; got {family!r}.")
+        raise InvalidParameterError(f"family must be one of {FAMILIES}; got {family!r}.",
+                                    column="family")
     if not np.isfinite(sigma) or sigma < 0:
-        raise SchemaError(f"sigma must be a finite non-negative number; got {sigma!r}.")
+        raise InvalidParameterError(
+            f"sigma must be a finite non-negative number; got {sigma!r}.", column="sigma")
     if family == "dpo" and sigma <= 0:
-        raise SchemaError("For the double Poisson ('dpo') sigma is the precision theta and must "
-                          "be positive (theta > 1 gives less variance than Poisson).")
+        raise InvalidParameterError(
+            "For the double Poisson ('dpo') sigma is the precision theta and must be positive "
+            "(theta > 1 gives less variance than Poisson).", column="sigma")
     if not np.isfinite(alpha) or alpha < 0:
-        raise SchemaError(f"alpha must be a finite non-negative pseudocount; got {alpha!r}.")
+        raise InvalidParameterError(
+            f"alpha must be a finite non-negative pseudocount; got {alpha!r}.", column="alpha")
 
 
 def draw_counts(rng: np.random.Generator, family: str, sigma: float, f: np.ndarray

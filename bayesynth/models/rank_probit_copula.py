@@ -19,7 +19,7 @@ from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 from pytensor.tensor.random.basic import NormalRV
 
-from bayesynth.errors import SchemaError
+from bayesynth.errors import InvalidParameterError, SchemaError
 from bayesynth.models.layout import CATEGORICAL_LIKELIHOODS, LatentLayout, registered_layout
 from bayesynth.models.metadata import attach_metadata
 from bayesynth.models.priors import PriorFactory, Priors
@@ -374,6 +374,9 @@ def rank_probit_copula(
     ------
     bayesynth.errors.DataValidationError, bayesynth.errors.SchemaError
         Bad input (see :func:`bayesynth.schema.validate_data`).
+    bayesynth.errors.InvalidParameterError
+        An option out of its range (``n_factors``, ``categorical_likelihood``, a prior
+        parameter).
 
     References
     ----------
@@ -396,12 +399,15 @@ def rank_probit_copula(
     validate_data(data, schema)
     priors = Priors("rank_probit_copula", priors, SWAPPABLE_PRIORS)
     if categorical_likelihood not in CATEGORICAL_LIKELIHOODS:
-        raise SchemaError(f"categorical_likelihood must be one of {CATEGORICAL_LIKELIHOODS}; "
-                          f"got {categorical_likelihood!r}.")
+        raise InvalidParameterError(
+            f"categorical_likelihood must be one of {CATEGORICAL_LIKELIHOODS}; got "
+            f"{categorical_likelihood!r}.", column="categorical_likelihood")
     for label, value in (("nu", nu), ("a1", a1), ("a2", a2), ("a_sigma", a_sigma),
                          ("b_sigma", b_sigma), ("alpha_sigma", alpha_sigma)):
-        if not (np.isfinite(value) and value > 0):
-            raise SchemaError(f"{label} must be a positive number; got {value!r}.")
+        if (isinstance(value, bool) or not isinstance(value, int | float | np.number)
+                or not (np.isfinite(value) and value > 0)):
+            raise InvalidParameterError(f"{label} must be a positive number; got {value!r}.",
+                                        column=label)
     layout = LatentLayout.from_data(
         data, schema, ordinal_threshold=ordinal_threshold, max_levels=max_levels,
         categorical_likelihood=categorical_likelihood, continuous=continuous,
@@ -411,11 +417,12 @@ def rank_probit_copula(
     if n_factors is None:
         k = choose_n_factors(layout)
     else:
-        if int(n_factors) != n_factors or not 1 <= n_factors <= p:
-            raise SchemaError(
+        if (isinstance(n_factors, bool) or not isinstance(n_factors, int | float | np.number)
+                or int(n_factors) != n_factors or not 1 <= n_factors <= p):
+            raise InvalidParameterError(
                 f"n_factors must be an integer between 1 and the number of latent columns "
                 f"({p}); got {n_factors!r}."
-            )
+            , column="n_factors")
         k = int(n_factors)
     index = data.index if data.index.is_unique else pd.RangeIndex(len(data))
     free = layout.free_scale_columns

@@ -469,19 +469,18 @@ class CopulaSynthesizer(Synthesizer):
 
     def _check_params(self) -> None:
         if self.categorical not in CATEGORICAL_MODES:
-            raise SchemaError(
-                f"categorical must be one of {CATEGORICAL_MODES}; got {self.categorical!r}."
-            )
+            raise InvalidParameterError(
+                f"categorical must be one of {CATEGORICAL_MODES}; got {self.categorical!r}.",
+                column="categorical")
         if self.categorical_margins not in CATEGORICAL_MARGINS:
-            raise SchemaError(
+            raise InvalidParameterError(
                 f"categorical_margins must be one of {CATEGORICAL_MARGINS}; got "
-                f"{self.categorical_margins!r}."
-            )
+                f"{self.categorical_margins!r}.", column="categorical_margins")
         check_integer(self.bart_m, "bart_m", 1)  # trees per BART target
         if self.target_draw not in TARGET_DRAWS:
-            raise SchemaError(
-                f"target_draw must be one of {TARGET_DRAWS}; got {self.target_draw!r}."
-            )
+            raise InvalidParameterError(
+                f"target_draw must be one of {TARGET_DRAWS}; got {self.target_draw!r}.",
+                column="target_draw")
 
     def fit(self, df: pd.DataFrame) -> CopulaSynthesizer:
         """Fit the copula to ``df`` (not modified) and keep its posterior.

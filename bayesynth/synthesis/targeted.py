@@ -23,7 +23,7 @@ import pymc as pm
 import xarray as xr
 from scipy.special import ndtr
 
-from bayesynth.errors import IncompatibleModelError, SchemaError
+from bayesynth.errors import IncompatibleModelError, InvalidParameterError, SchemaError
 from bayesynth.models.bart_rank import BartDesign, bart_rank_regression
 from bayesynth.models.metadata import model_metadata
 from bayesynth.samplers.sampling import sample as bs_sample
@@ -107,7 +107,7 @@ class TargetModel:
 
         Raises
         ------
-        bayesynth.errors.SchemaError
+        bayesynth.errors.InvalidParameterError
             If ``mode`` is not one of :data:`TARGET_DRAWS`.
         """
         X = self.design.matrix(predictors)
@@ -120,7 +120,8 @@ class TargetModel:
             f = self.forest.predict(X).mean(0)
             sig, row = float(self.sigma.mean()), -1
         else:
-            raise SchemaError(f"target_draw must be one of {TARGET_DRAWS}; got {mode!r}.")
+            raise InvalidParameterError(f"target_draw must be one of {TARGET_DRAWS}; got {mode!r}.",
+                                        column="target_draw")
         z = f + sig * rng.standard_normal(n)
         u = np.interp(z, self.grid[row], self.cdf[row])
         return self.marginal.ppf(u)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bayesynth.errors import SchemaError
+from bayesynth.errors import InvalidParameterError
 from bayesynth.evaluation import tau_metrics, within_p_shares
 from bayesynth.evaluation.tau_risk import expected_tau, expected_within
 from bayesynth.synthesis import synthesize_table
@@ -56,5 +56,5 @@ def test_expected_within_agrees_with_simulation(medium_table, family, sigma):
 
 def test_bad_parameters_are_named():
     t = random_table((3, 3), 0.5, seed=0)
-    with pytest.raises(SchemaError, match="sigma"):
+    with pytest.raises(InvalidParameterError, match="sigma"):
         expected_tau(t, family="nbi", sigma=np.inf)

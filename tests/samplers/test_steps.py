@@ -123,10 +123,12 @@ def test_steps_refuse_models_they_do_not_fit(mixed_df):
 def test_bad_prior_names(mixed_df):
     with pytest.raises(bs.errors.InvalidParameterError, match="\\['eta'\\].*alpha.*sigma.*Lambda"):
         bs.models.rank_probit_copula(mixed_df, priors={"eta": lambda n, d: None})
-    with pytest.raises(bs.errors.SchemaError, match="n_factors"):
+    with pytest.raises(bs.errors.InvalidParameterError, match="n_factors"):
         bs.models.rank_probit_copula(mixed_df, n_factors=0)
-    with pytest.raises(bs.errors.SchemaError, match="nu"):
+    with pytest.raises(bs.errors.InvalidParameterError, match="nu"):
         bs.models.rank_probit_copula(mixed_df, nu=-1.0)
+    with pytest.raises(bs.errors.InvalidParameterError, match="n_factors"):
+        bs.models.rank_probit_copula(mixed_df, n_factors="x")  # was int()'s own ValueError
 
 
 def test_convergence_warning_reads_the_quantities_synthesis_uses(mixed_df):

@@ -119,7 +119,7 @@ def test_save_load_round_trip(fitted, tmp_path):
 def test_not_fitted_and_bad_arguments(fitted):
     with pytest.raises(NotFittedError, match="fit"):
         bs.CopulaSynthesizer().sample()
-    with pytest.raises(SchemaError, match="categorical"):
+    with pytest.raises(bs.errors.InvalidParameterError, match="categorical"):
         bs.CopulaSynthesizer(categorical="joint").fit(fitted[0])
     with pytest.raises(ValueError, match="m must"):
         fitted[1].sample(m=0)

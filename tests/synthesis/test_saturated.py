@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bayesynth.errors import SchemaError
+from bayesynth.errors import InvalidParameterError
 from bayesynth.models.count_families import count_pmf
 from bayesynth.synthesis import synthesize_dense, synthesize_table
 from bayesynth.tables import SparseTable
@@ -98,9 +98,9 @@ def test_sparse_sampler_handles_a_billion_cell_table_without_densifying():
 
 def test_bad_parameters_are_named():
     t = random_table((3, 3), 0.5, seed=0)
-    with pytest.raises(SchemaError, match="family"):
+    with pytest.raises(InvalidParameterError, match="family"):
         synthesize_table(t, family="binomial")
-    with pytest.raises(SchemaError, match="theta"):
+    with pytest.raises(InvalidParameterError, match="theta"):
         synthesize_table(t, family="dpo", sigma=0.0)
-    with pytest.raises(SchemaError, match="alpha"):
+    with pytest.raises(InvalidParameterError, match="alpha"):
         synthesize_table(t, alpha=-1.0)

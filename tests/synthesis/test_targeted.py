@@ -55,7 +55,7 @@ def test_target_validation():
     df = _interaction_data(n=60)
     with pytest.raises(SchemaError, match="not a column"):
         bs.CopulaSynthesizer(targets=["nope"]).fit(df)
-    with pytest.raises(SchemaError, match="target_draw"):
+    with pytest.raises(bs.errors.InvalidParameterError, match="target_draw"):
         bs.CopulaSynthesizer(targets=["y"], target_draw="mean").fit(df)
     with pytest.raises(SchemaError, match="at least one"):
         bs.CopulaSynthesizer(targets=["y", "x1", "x2"]).fit(df)
