@@ -320,6 +320,7 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 def _cmd_saturate(args: argparse.Namespace) -> int:
     from bayesynth.evaluation import expected_tau, tune_saturated
+    from bayesynth.evaluation.counts import DEFAULT_ALPHAS, DEFAULT_SIGMAS
     from bayesynth.synthesis import synthesize_table
     from bayesynth.tables import microdata_to_table, table_to_microdata
 
@@ -353,7 +354,15 @@ def _cmd_saturate(args: argparse.Namespace) -> int:
         try:
             choice = tune_saturated(table, max_risk=args.max_risk)
         except ValueError as err:
-            raise BayesynthError(str(err)) from err
+            low = getattr(err, "reachable", None)
+            if low is None:
+                raise BayesynthError(str(err)) from err
+            raise BayesynthError(
+                f"No setting bayesynth searches (families poisson, nbi and pig, sigma up to "
+                f"{max(DEFAULT_SIGMAS):g}, alpha up to {max(DEFAULT_ALPHAS):g}) has expected "
+                f"tau_4(1) <= {args.max_risk:g}; the lowest is {low:.4f}. Give --max-risk "
+                f"{np.ceil(low * 1e4) / 1e4:.4f} or more, or choose --family, --sigma and --alpha "
+                "yourself (a larger --sigma or --alpha lowers the risk).") from err
         setting = choice.as_kwargs()
     tau = expected_tau(table, **setting, ks=(1, 2))
     if not args.quiet:

@@ -376,8 +376,10 @@ def microdata_to_table(df: pd.DataFrame, variables: Sequence[str] | None = None,
         raise SchemaError("A table needs at least one variable.")
     bad = [c for c in variables if df[c].isna().any()]
     if bad:
-        raise DataValidationError(f"Columns {bad} have missing values; recode them as a level "
-                                  "(e.g. df[col].cat.add_categories('missing').fillna(...)).")
+        raise DataValidationError(
+            f"Columns {bad} have missing values; a saturated table needs a level for every "
+            "record: write them as a level of their own (such as 'missing') in the file, or "
+            "in Python df[col].cat.add_categories('missing').fillna('missing').")
     levels, codes = {}, []
     for v in variables:
         s = df[v]

@@ -340,7 +340,7 @@ def tune_saturated(table: SparseTable, *, max_risk: float | None = None,
         If both or neither of ``max_risk`` and ``min_utility`` are given.
     ValueError
         If no setting in the grid meets the requirement (the message gives the best reachable
-        value).
+        value, also in the error's ``reachable`` attribute).
     """
     if (max_risk is None) == (min_utility is None):
         raise SchemaError("Give exactly one of max_risk or min_utility.")
@@ -358,15 +358,21 @@ def tune_saturated(table: SparseTable, *, max_risk: float | None = None,
         grid["feasible"] = grid["risk"] <= max_risk
         order = ["utility", "sigma", "alpha"], [False, True, True]
         unmet = (f"No setting has expected tau_4(1) <= {max_risk}; the lowest in the grid is "
-                 f"{grid['risk'].min():.4f}. Widen sigmas or alphas.")
+                 f"{grid['risk'].min():.4f}. Pass larger sigmas or alphas (tune_saturated's "
+                 "sigmas= and alphas=), or allow more risk.")
+        reachable = float(grid["risk"].min())
     else:
         grid["feasible"] = grid["utility"] >= min_utility
         order = ["risk", "sigma", "alpha"], [True, True, True]
         unmet = (f"No setting keeps {min_utility} of non-zero cells within {p}%; the highest in "
-                 f"the grid is {grid['utility'].max():.4f}.")
+                 f"the grid is {grid['utility'].max():.4f}. Pass smaller sigmas or alphas "
+                 "(tune_saturated's sigmas= and alphas=), or ask for less utility.")
+        reachable = float(grid["utility"].max())
     feasible = grid[grid["feasible"]]
     if feasible.empty:
-        raise ValueError(unmet)
+        err = ValueError(unmet)
+        err.reachable = reachable  # the best the grid reaches (read by the CLI)
+        raise err
     best = feasible.sort_values(order[0], ascending=order[1], kind="stable").iloc[0]
     return SaturatedTuning(str(best["family"]), float(best["sigma"]), float(best["alpha"]),
                            float(best["risk"]), float(best["utility"]), grid)

@@ -50,8 +50,12 @@ def test_tuner_meets_the_risk_requirement_and_maximises_utility(medium_table):
                           alphas=(0.0, 0.02))
     assert res2.utility >= 0.5
     assert res2.risk == pytest.approx(res2.grid.query("utility >= 0.5")["risk"].min())
-    with pytest.raises(ValueError, match="lowest in the grid"):
+    with pytest.raises(ValueError, match="lowest in the grid") as caught:
         tune_saturated(medium_table, max_risk=1e-6, sigmas=(0.1,), alphas=(0.0,))
+    assert "sigmas=" in str(caught.value)
+    lowest = min(float(expected_tau(medium_table, family=f, sigma=s, ks=(1,)).loc[1, "tau4"])
+                 for f, s in (("poisson", 0.0), ("nbi", 0.1), ("pig", 0.1)))
+    assert caught.value.reachable == pytest.approx(lowest)
     with pytest.raises(SchemaError, match="exactly one"):
         tune_saturated(medium_table)
 
