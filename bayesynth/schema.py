@@ -659,6 +659,28 @@ def _check_supported_dtype(s: pd.Series) -> None:
         )
 
 
+def _refuse_numeric_identifier(name: str, values: pd.Series, x: np.ndarray) -> None:
+    """Refuse a whole-number column that numbers the records (1..n, or sorted, all distinct).
+
+    A record number is not a quantity: modelled, it would be released (and its ranks tie
+    synthetic records to real ones). Quantities whose every value is distinct (amounts,
+    weights) are rarely consecutive whole numbers or sorted in the file's order.
+    """
+    if len(x) < MIN_ROWS or not _is_integral(x) or len(np.unique(x)) != len(x):
+        return
+    consecutive = x.max() - x.min() + 1 == len(x)
+    if consecutive or values.is_monotonic_increasing or values.is_monotonic_decreasing:
+        how = "runs through consecutive whole numbers" if consecutive else \
+            "is sorted in the file's order"
+        raise IdentifierColumnError(
+            f"Column '{name}' has {len(x)} distinct whole numbers in {len(x)} rows and {how}: "
+            "it looks like a record number or identifier. Drop it (identifiers must not be "
+            "modelled or released), or, if it really is a quantity, declare its type "
+            f"(\"type\": \"count\" in the schema JSON, or infer_schema(df, count=['{name}'])).",
+            column=name,
+        )
+
+
 def _warn_numbers_with_markers(name: str, values: pd.Series) -> None:
     """Warn when a text column is numbers save a few markers ("NA", ".", "-", "n/a" ...).
 
@@ -705,6 +727,7 @@ def _infer_one(s: pd.Series, declared: str | None) -> ColumnSchema:
             declared = "ordinal" if s.cat.ordered else "categorical"
         elif numeric:
             x = values.to_numpy(dtype=float)
+            _refuse_numeric_identifier(name, values, x)
             codes = _special_codes(x)
             rest = x[~np.isin(x, codes)]
             n_rest = len(np.unique(rest))
@@ -781,7 +804,10 @@ def infer_schema(
     * a bool column, or any column with exactly two distinct values, is ``binary``;
     * an ordered pandas categorical is ``ordinal``; an unordered one is ``categorical``;
     * strings (object or string dtype) are ``categorical``; a string column whose values are all
-      distinct raises :class:`~bayesynth.errors.IdentifierColumnError`;
+      distinct raises :class:`~bayesynth.errors.IdentifierColumnError`, and so does a column of
+      distinct whole numbers that are consecutive or sorted in the file's order (a record
+      number, such as the index ``to_csv`` writes); a string column of numbers save a few
+      markers (``"NA"``, ``"."``) is ``categorical`` with a warning that names the markers;
     * numbers that are all non-negative integers are ``count``; other numbers are
       ``continuous``; but a non-integer numeric column with at most 10 distinct values is
       ``ordinal`` (discrete: its values come back exactly);

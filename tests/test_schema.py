@@ -300,3 +300,24 @@ def test_numbers_written_as_text_with_missing_markers_are_warned_about():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         infer_schema(few, suggest=False)
+
+
+def test_a_record_number_column_is_refused_as_an_identifier(tmp_path):
+    """The index pandas writes with to_csv ('Unnamed: 0', 0..n-1) was inferred as a count,
+    modelled and released; text identifiers were already refused."""
+    r = np.random.default_rng(6)
+    df = pd.DataFrame({"x": r.normal(size=50), "g": r.choice(["a", "b"], 50)})
+    df.to_csv(tmp_path / "t.csv")  # with the index
+    read = pd.read_csv(tmp_path / "t.csv")
+    with pytest.raises(errors.IdentifierColumnError, match="'Unnamed: 0'.*consecutive"):
+        infer_schema(read)
+    shuffled = df.assign(id=r.permutation(50) + 1001)
+    with pytest.raises(errors.IdentifierColumnError, match="'id'"):
+        infer_schema(shuffled)
+    sorted_ids = df.assign(id=np.sort(r.choice(10**6, 50, replace=False)))
+    with pytest.raises(errors.IdentifierColumnError, match="'id'.*sorted"):
+        infer_schema(sorted_ids)
+    # declared as a quantity, it is one; distinct whole amounts in no order are quantities
+    assert infer_schema(shuffled, count=["id"])["id"].type == "count"
+    amounts = df.assign(k=r.choice(10**6, 50, replace=False))
+    assert infer_schema(amounts)["k"].type == "count"
