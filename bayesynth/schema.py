@@ -56,6 +56,9 @@ SCHEMA_FORMAT_VERSION = 1
 MIN_ROWS = 10
 #: A numeric column with at most this many distinct non-integer values is ordinal (discrete).
 FEW_VALUES = 10
+
+#: Resolutions of a timestamp column (``ColumnSchema.time_unit``), in seconds.
+TIME_UNITS = {"h": 3600, "min": 60, "s": 1}
 #: A numeric column is read as having special codes when it has at most this many distinct
 #: negative integer values, all other values being non-negative.
 MAX_SPECIAL_CODES = 3
@@ -100,6 +103,10 @@ class ColumnSchema:
         synthesizers compute it from the synthetic values of the columns it names, so that the
         identity holds in every synthetic record. :func:`validate_data` checks that it holds in
         the real data.
+    time_unit : {"h", "min", "s"}, optional
+        A timestamp column's resolution: the coarsest of hours, minutes and seconds in which
+        every real time is whole (times written to the minute come back to the minute). Whole
+        days are ``integer`` instead; without either, times come back to the second.
     """
 
     name: str
@@ -111,8 +118,13 @@ class ColumnSchema:
     integer: bool = False
     decimals: int | None = None
     formula: str | None = None
+    time_unit: str | None = None
 
     def __post_init__(self) -> None:
+        if self.time_unit is not None and self.time_unit not in TIME_UNITS:
+            raise SchemaError(
+                f"Column '{self.name}' has time_unit {self.time_unit!r}; use one of "
+                f"{list(TIME_UNITS)} (or none: whole days are 'integer').", column=self.name)
         if self.type not in COLUMN_TYPES:
             raise UnknownColumnTypeError(
                 f"Column '{self.name}' has type {self.type!r}, which bayesynth does not know. "
@@ -174,6 +186,8 @@ class ColumnSchema:
             out["decimals"] = int(self.decimals)
         if self.formula is not None:
             out["formula"] = self.formula
+        if self.time_unit is not None:
+            out["time_unit"] = self.time_unit
         return out
 
     @classmethod
@@ -210,6 +224,7 @@ class ColumnSchema:
             integer=bool(d.get("integer", False)),
             decimals=None if d.get("decimals") is None else int(d["decimals"]),
             formula=d.get("formula"),
+            time_unit=d.get("time_unit"),
         )
 
 
@@ -618,15 +633,32 @@ def as_numbers(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def from_days(values: np.ndarray, dtype: str) -> pd.Series:
+def _time_unit(days: np.ndarray) -> str | None:
+    """Return the coarsest of hours, minutes and seconds in which every time is whole.
+
+    None when some time has a fraction of a second (they are kept to the second).
+    """
+    seconds = np.round(np.asarray(days, dtype=float) * 86400.0)
+    if not np.allclose(seconds, np.asarray(days, dtype=float) * 86400.0, rtol=0, atol=1e-3):
+        return None
+    for unit in ("h", "min", "s"):
+        if np.all(seconds % TIME_UNITS[unit] == 0):
+            return unit
+    return None
+
+
+def from_days(values: np.ndarray, dtype: str, unit: str | None = None) -> pd.Series:
     """Convert float days since 1970-01-01 back to datetimes of ``dtype``.
 
     Parameters
     ----------
     values : numpy.ndarray
-        Days since 1970-01-01; rounded to the second.
+        Days since 1970-01-01; rounded to the second, or to ``unit``.
     dtype : str
         The datetime dtype to return, e.g. ``"datetime64[ns]"``.
+    unit : {"h", "min", "s"}, optional
+        The column's resolution (its schema's ``time_unit``): times written to the minute
+        come back to the minute.
 
     Returns
     -------
@@ -635,7 +667,8 @@ def from_days(values: np.ndarray, dtype: str) -> pd.Series:
         conversion to ``dtype`` fails.
     """
     x = np.asarray(values, dtype=float)
-    out = pd.Series(pd.to_datetime(np.round(x * 86400.0), unit="s", origin="unix",
+    step = TIME_UNITS.get(unit or "s", 1)
+    out = pd.Series(pd.to_datetime(np.round(x * 86400.0 / step) * step, unit="s", origin="unix",
                                    errors="coerce"))
     try:
         return out.astype(dtype)
@@ -714,7 +747,8 @@ def _infer_one(s: pd.Series, declared: str | None) -> ColumnSchema:
         days = days_since_epoch(values).to_numpy(dtype=float)
         whole = _is_integral(days)
         return ColumnSchema(name=name, type=declared or "continuous", dtype=dtype,
-                            integer=whole, decimals=0 if whole else None)
+                            integer=whole, decimals=0 if whole else None,
+                            time_unit=None if whole else _time_unit(days))
     numeric = pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype)
     if numeric:  # before the type is decided: 0.5 and inf alone would make it "binary"
         _refuse_infinite(name, values)
@@ -896,7 +930,7 @@ def _refuse_infinite(name: str, values: pd.Series) -> None:
 
 
 _COLUMN_KEYS = frozenset({"name", "type", "levels", "dtype", "ordered", "special_codes",
-                          "integer", "decimals", "formula"})
+                          "integer", "decimals", "formula", "time_unit"})
 _SCHEMA_KEYS = frozenset({"format", "version", "columns", "rules", "suggested_rules"})
 
 

@@ -173,6 +173,30 @@ def test_dates_are_ordered_values(mixed_df):
     validate_data(df, s)
 
 
+def test_timestamps_come_back_at_their_resolution():
+    """Times written to the minute came back with seconds (from_days rounded to the second
+    whatever the column's resolution)."""
+    from bayesynth.synthesis import CartSynthesizer
+
+    r = np.random.default_rng(7)
+    n = 200
+    base = pd.Timestamp("2024-03-01")
+    df = pd.DataFrame({
+        "stamp": base + pd.to_timedelta(r.integers(0, 60 * 24 * 30, n), unit="min"),
+        "hour": base + pd.to_timedelta(r.integers(0, 24 * 30, n), unit="h"),
+        "sec": base + pd.to_timedelta(r.integers(0, 86400 * 30, n), unit="s"),
+        "x": r.normal(size=n)})
+    s = infer_schema(df, suggest=False)
+    assert (s["stamp"].time_unit, s["hour"].time_unit, s["sec"].time_unit) == ("min", "h", "s")
+    assert Schema.from_json(s.to_json()) == s
+    with pytest.raises(errors.SchemaError, match="time_unit"):
+        ColumnSchema("t", "continuous", time_unit="week")
+    syn = CartSynthesizer(random_seed=1).fit(df).sample(random_seed=2)[0]
+    assert (syn["stamp"].dt.second == 0).all() and (syn["hour"].dt.minute == 0).all()
+    assert (syn["stamp"].dt.minute != 0).any()  # to the minute, not coarser
+    assert syn["stamp"].dtype == df["stamp"].dtype
+
+
 def test_survey_codes_and_discrete_floats():
     r = np.random.default_rng(1)
     n = 500

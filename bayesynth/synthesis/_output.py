@@ -101,7 +101,7 @@ def _restore(values: np.ndarray, col: ColumnSchema) -> pd.Series:
     """Give synthetic values the dtype (and categories) of the source column."""
     dtype = col.dtype or "object"
     if is_datetime(dtype):
-        return from_days(values, dtype)
+        return from_days(values, dtype, col.time_unit)
     if dtype == "category":
         return pd.Series(pd.Categorical(values, categories=list(col.levels),
                                         ordered=col.ordered))
