@@ -29,6 +29,7 @@ import pandas as pd
 
 from bayesynth._io import atomic_write
 from bayesynth.errors import BayesynthError, InputTypeError, OutputExistsError
+from bayesynth.evaluation._values import number_text
 
 __all__ = ["main", "read_table", "output_paths"]
 
@@ -274,15 +275,11 @@ def _for_csv(df: pd.DataFrame, like: pd.DataFrame | None = None, schema=None,
             # codes as themselves
             d, codes = int(col.decimals), {float(v) for v in col.special_codes}
             text = [("" if not np.isfinite(v) else
-                     _plain_number(v) if v in codes else f"{v:.{d}f}") for v in x]
+                     number_text(v) if v in codes else f"{v:.{d}f}") for v in x]
             out[c] = [t.replace(".", decimal) for t in text] if decimal != "." else text
         elif col is not None and col.decimals is not None:
             out[c] = s.round(col.decimals)
     return out
-
-
-def _plain_number(v: float) -> str:
-    return str(int(v)) if float(v).is_integer() else repr(float(v))
 
 
 def _write_csv(df: pd.DataFrame, path: Path, like: pd.DataFrame | None = None,

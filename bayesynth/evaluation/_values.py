@@ -10,6 +10,16 @@ import pandas as pd
 __all__ = ["as_text"]
 
 
+def number_text(v: float) -> str:
+    """Write a number one way whatever its dtype: 1, 1.0 and True as "1", 2.5 as "2.5".
+
+    Whole numbers below 2**53 without a decimal point (above it a float is not exact, so it
+    keeps its float form); others in Python's shortest round-trip form.
+    """
+    x = float(v)
+    return str(int(x)) if x.is_integer() and abs(x) < 2.0**53 else repr(x)
+
+
 def as_text(s: pd.Series) -> pd.Series:
     """Return a column's values as text, numbers written one way whatever their dtype.
 
@@ -31,8 +41,7 @@ def as_text(s: pd.Series) -> pd.Series:
         if v is None or (not isinstance(v, str) and pd.isna(v)):
             return "<NA>"
         if isinstance(v, (bool, np.bool_, int, np.integer, float, np.floating)):
-            x = float(v)
-            return str(int(x)) if x.is_integer() and abs(x) < 2.0**53 else repr(x)
+            return number_text(v)
         return str(v)
 
     return pd.Series([one(v) for v in s.astype(object).to_numpy()], index=s.index,

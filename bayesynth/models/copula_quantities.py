@@ -96,8 +96,7 @@ CATEGORICAL_MARGINS = ("data", "model")
 
 
 def check_categorical_margins(value: str) -> None:
-    """Raise an ``InvalidParameterError`` (a ``ValueError``) unless ``value`` is one of
-    :data:`CATEGORICAL_MARGINS`."""
+    """Raise an ``InvalidParameterError`` unless ``value`` is in :data:`CATEGORICAL_MARGINS`."""
     if value not in CATEGORICAL_MARGINS:
         from bayesynth.errors import InvalidParameterError
 

@@ -37,7 +37,7 @@ import numpy as np
 from scipy import stats
 from scipy.special import gammaln
 
-from bayesynth.errors import InvalidParameterError, SchemaError
+from bayesynth.errors import InvalidParameterError
 
 __all__ = [
     "FAMILIES",

@@ -19,7 +19,7 @@ from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 from pytensor.tensor.random.basic import NormalRV
 
-from bayesynth.errors import InvalidParameterError, SchemaError
+from bayesynth.errors import InvalidParameterError
 from bayesynth.models.layout import CATEGORICAL_LIKELIHOODS, LatentLayout, registered_layout
 from bayesynth.models.metadata import attach_metadata
 from bayesynth.models.priors import PriorFactory, Priors
