@@ -161,7 +161,10 @@ def weighted_observed(
             lp = pt.switch(pt.isnan(lp), -bound, pt.clip(lp, -bound, bound))
         return lp
 
-    if dp_refusal is None and _has_record_constants(params, n):
+    raw = pm.logp(base(*params), pt.as_tensor_variable(observed))
+    # per-record inputs among the parameters, or captured by ``base`` (a covariate held in
+    # its closure): scan the whole log-likelihood graph, the records themselves aside
+    if dp_refusal is None and _has_record_constants([raw, *params], n, skip=observed):
         dp_refusal = ("the distribution of the records depends on per-record inputs "
                       "(covariates), so its synthetic records are drawn at the real covariates, "
                       "which are released with them")
@@ -169,13 +172,16 @@ def weighted_observed(
     wdata = pm.Data(f"{name}_weights", w, dims=dims)
     rv = pm.CustomDist(name, *params, wdata, dist=dist_fn, logp=logp_fn, observed=observed,
                        dims=dims)
-    raw = pm.logp(base(*params), pt.as_tensor_variable(observed))
     attach_metadata(f"records_{name}", ObservedInfo(name, raw, w, bound, dp_refusal), model)
     return rv
 
 
-def _has_record_constants(params: Sequence[Any], n: int) -> bool:
-    """Whether the parameters are computed from data with one entry per record."""
+def _has_record_constants(params: Sequence[Any], n: int, skip: np.ndarray | None = None
+                          ) -> bool:
+    """Whether the graphs use data with one entry per record (along any axis).
+
+    ``skip``: the records themselves (a constant equal to them is not an input).
+    """
     if n < 2:
         return False
     from pytensor.compile.sharedvalue import SharedVariable
@@ -190,7 +196,10 @@ def _has_record_constants(params: Sequence[Any], n: int) -> bool:
             value = np.asarray(v.get_value())
         else:
             continue
-        if value.ndim >= 1 and value.shape[0] == n:
+        if n in value.shape:
+            if skip is not None and value.size == n and np.array_equal(
+                    value.ravel(), np.asarray(skip).ravel(), equal_nan=True):
+                continue
             return True
     return False
 

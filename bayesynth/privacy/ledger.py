@@ -63,7 +63,9 @@ class LedgerEntry:
         the confidential dataset or asymptotically in n (the pseudo-posterior weights fitted on
         the data). ``none``: no differential-privacy guarantee.
     sensitivity : float, optional
-        Of the released statistic (the score for the exponential mechanism).
+        Of the released statistic (the score for the exponential mechanism), under the entry's
+        ``neighbours``. A converted entry carries twice the add/remove value (a change is a
+        removal and an addition), as it carries twice the epsilon.
     why : str
         The assumptions the guarantee rests on, or why it does not hold.
     seeded : bool
@@ -187,6 +189,8 @@ class Ledger:
         if entry.neighbours != self.neighbours:
             if entry.neighbours == "add_remove" and self.neighbours == "change_one":
                 entry = replace(entry, neighbours="change_one", epsilon=2 * entry.epsilon,
+                                sensitivity=(None if entry.sensitivity is None
+                                             else 2 * entry.sensitivity),
                                 converted_from="add_remove")
             else:
                 raise InvalidParameterError(
@@ -301,8 +305,12 @@ class Ledger:
         if not self.entries:
             return "Privacy ledger: nothing released."
         df = self.to_frame()[["release", "mechanism", "epsilon", "guarantee", "sensitivity",
-                              "seeded"]]
+                              "seeded", "converted_from"]]
         df["guarantee"] = df["guarantee"].map(_GUARANTEE_TEXT)
+        if df["converted_from"].isna().all():
+            df = df.drop(columns="converted_from")
+        else:  # say which entries were stated under the other relation
+            df = df.rename(columns={"converted_from": "stated under"}).fillna({"stated under": ""})
         return (f"Privacy ledger ({self.neighbours} neighbours)\n"
                 f"{df.to_string(index=False)}\n{self.summary()}")
 

@@ -173,6 +173,26 @@ def _truncation_checked(entry: LedgerEntry, w: np.ndarray, L: np.ndarray, eps: f
     return replace(entry, why=entry.why + note)
 
 
+def _refuse_extra_terms(model: pm.Model, mech: str) -> None:
+    """Refuse a model whose likelihood has terms outside :func:`weighted_observed`.
+
+    The mechanisms bound (weight, censor) that likelihood only; a ``pm.Potential`` or a
+    second observed variable would stay unbounded. ``"unweighted"`` states no guarantee.
+    """
+    if mech == "unweighted":
+        return
+    info = observed_info(model)
+    extra = [v.name for v in model.observed_RVs if v.name != info.name]
+    if model.potentials or extra:
+        what = ", ".join([f"pm.Potential {p.name!r}" for p in model.potentials]
+                         + [f"observed variable {e!r}" for e in extra])
+        raise PrivacyGuaranteeError(
+            f"mechanism '{mech}' bounds the likelihood built with weighted_observed only, "
+            f"but the model adds {what}, which it leaves unbounded: no privacy statement "
+            "would hold. Put every data-dependent term in the weighted_observed "
+            "likelihood.", column="factory")
+
+
 class PseudoPosteriorSynthesizer(Synthesizer):
     """Synthetic data from a record-weighted or censored pseudo posterior.
 
@@ -375,6 +395,36 @@ class PseudoPosteriorSynthesizer(Synthesizer):
                     "hyperparameters (defaults that need no data, or values from a reference "
                     "dataset).", column="factory")
 
+    def _check_built(self, model: pm.Model, weights, censor) -> None:
+        """Check that the factory built what it was asked for, before the model is sampled.
+
+        The guarantee is read from the synthesizer's settings, so a factory that drops the
+        weights or the censoring it is given (or a model whose likelihood has terms outside
+        :func:`weighted_observed`: a ``pm.Potential``, a second observed variable) would be
+        fitted and released under a guarantee it does not have.
+        """
+        mech = self._settings()[0]
+        info = observed_info(model)
+        want = np.ones(len(info.weights)) if weights is None else np.asarray(weights, float)
+        given = "none, all 1" if weights is None else "the mechanism's"
+
+        def censoring(c):
+            return "no censoring" if c is None else f"censoring at c = {c:.4g}"
+
+        if info.censor != censor:
+            raise PrivacyGuaranteeError(
+                f"The factory was asked for {censoring(censor)} but built a model with "
+                f"{censoring(info.censor)}: pass its censor argument on to "
+                "weighted_observed(censor=...).", column="factory")
+        if info.weights.shape != want.shape or not np.allclose(info.weights, want, rtol=0,
+                                                                atol=1e-12):
+            raise PrivacyGuaranteeError(
+                "The factory built a model whose record weights are not the ones it was given "
+                f"({given}): "
+                "pass its weights argument on to weighted_observed(weights=...).",
+                column="factory")
+        _refuse_extra_terms(model, mech)
+
     def _fixed_weights(self, data_model: pm.Model) -> np.ndarray | None:
         if self.calibration is not None:
             return self.calibration.weights(data_model)
@@ -392,6 +442,7 @@ class PseudoPosteriorSynthesizer(Synthesizer):
 
     def _fit_model(self, data, weights, censor, seed):
         model = self.factory(data, weights, censor, **(self.factory_kwargs or {}))
+        self._check_built(model, weights, censor)
         idata = _sample(model, self.draws, self.tune, self.chains, seed, self.progressbar)
         L = record_loglik(model, idata, max_draws=self.max_loglik_draws, random_seed=seed)
         return model, idata, L
@@ -497,7 +548,7 @@ class PseudoPosteriorSynthesizer(Synthesizer):
             if w is None:
                 w = privacy_weights(uw[2], self.c1, self.c2)
             model, idata, L = self._fit_model(data, w, censor, int(seeds[1]))
-        delta = lipschitz_bound(L, w, censor)
+        delta = lipschitz_bound(L, w, observed_info(model).censor)  # the model's own bound
         n_cens = int(np.sum(record_bounds(L) * w > censor)) if censor else 0
         self.model_ = model
         self.idata_ = idata
@@ -722,6 +773,7 @@ class PseudoPosteriorSynthesizer(Synthesizer):
                     "record(s)); the guarantee of a censored model rests on its own weights. "
                     f"Drop {what}= (the release is then recorded as local) or rebuild the "
                     f"model with these weights.", column=what)
+        _refuse_extra_terms(model, mech)
         obj._check_model(model, data, mech)
         L = record_loglik(model, idata, max_draws=obj.max_loglik_draws, random_seed=0)
         delta = lipschitz_bound(L, w, c)

@@ -80,6 +80,13 @@ def test_add_remove_entries_cost_double_in_a_change_one_ledger():
     ledger = Ledger("change_one")
     e = ledger.record("histogram", "geometric", 0.5, neighbours="add_remove", sensitivity=1)
     assert e.epsilon == 1.0 and e.converted_from == "add_remove"
+    # the sensitivity is stated under the ledger's relation too: a histogram's change-one
+    # sensitivity is 2 (it printed 1 beside the doubled epsilon), and the table says which
+    # entries were converted
+    assert e.sensitivity == 2.0
+    text = str(ledger)
+    assert "stated under" in text and "add_remove" in text
+    assert "stated under" not in str(Ledger("change_one"))
     with pytest.raises(InvalidParameterError, match="add/remove"):
         Ledger("add_remove").record("histogram", "geometric", 0.5, neighbours="change_one")
     with pytest.raises(InvalidParameterError, match="add/remove neighbours"):

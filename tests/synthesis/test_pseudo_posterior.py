@@ -188,6 +188,69 @@ def test_guarantees_that_cannot_hold_are_refused(rng):
                                    epsilon=4.0).fit(df)
 
 
+def _poisson_dropping_censor(data, weights=None, censor=None):
+    """Accepts censor but never passes it on: its likelihood is unbounded."""
+    with pm.Model() as model:
+        log_mu = pm.Normal("log_mu", 1.0, 2.0)
+        weighted_observed("y", lambda mu, size=None: pm.Poisson.dist(mu, size=size),
+                          [pm.math.exp(log_mu)], data["y"].to_numpy(), weights=weights)
+    return model
+
+
+def _poisson_with_potential(data, weights=None, censor=None):
+    """Censored likelihood plus a Potential that reads the data outside it."""
+    model = my_poisson_model(data, weights, censor)
+    with model:
+        pm.Potential("extra", pm.logp(pm.Normal.dist(model["log_mu"], 1.0),
+                                      float(data["y"].mean())))
+    return model
+
+
+def _poisson_row_covariate(data, weights=None, censor=None):
+    """A covariate laid out as a row (1, n): the old screen read only the first axis."""
+    x = data["x"].to_numpy()
+    with pm.Model() as model:
+        b = pm.Normal("b", 0, 2, shape=2)
+        mu = pm.math.exp(b[0] + b[1] * pm.math.dot(b[1:2], x[None, :])[0])
+        weighted_observed("y", lambda mu, size=None: pm.Poisson.dist(mu, size=size), [mu],
+                          data["y"].to_numpy(), weights=weights, censor=censor)
+    return model
+
+
+def _poisson_closure_covariate(data, weights=None, censor=None):
+    """A covariate held inside ``base``, not passed among the parameters."""
+    x = data["x"].to_numpy()
+    with pm.Model() as model:
+        b = pm.Normal("b", 0, 2)
+        weighted_observed("y", lambda b, size=None: pm.Poisson.dist(pm.math.exp(b * x),
+                                                                     size=size),
+                          [b], data["y"].to_numpy(), weights=weights, censor=censor)
+    return model
+
+
+def test_a_model_that_drops_the_bound_is_refused_before_release(rng):
+    """A factory that ignored censor was fitted and released as strict epsilon = 1 (its
+    record contributions reached -139 against the claimed c = 0.25); a Potential and
+    covariates outside the first axis or inside ``base`` escaped the checks too."""
+    counts = pd.DataFrame({"y": rng.poisson(4.0, 60)})
+    with pytest.raises(PrivacyGuaranteeError, match="censoring at c = 0.25 but built a model "
+                                                    "with no censoring"):
+        PseudoPosteriorSynthesizer(_poisson_dropping_censor, mechanism="censor_uw",
+                                   epsilon=1.0, draws=20, tune=20).fit(counts)
+    with pytest.raises(PrivacyGuaranteeError, match="pm.Potential 'extra'"):
+        PseudoPosteriorSynthesizer(_poisson_with_potential, mechanism="censor_uw",
+                                   epsilon=1.0, draws=20, tune=20).fit(counts)
+    x = rng.normal(size=60)
+    df = pd.DataFrame({"y": rng.poisson(np.exp(0.5 + 0.4 * x)), "x": x})
+    for factory in (_poisson_row_covariate, _poisson_closure_covariate):
+        with pytest.raises(PrivacyGuaranteeError, match="covariates"):
+            PseudoPosteriorSynthesizer(factory, mechanism="censor_uw", epsilon=1.0,
+                                       draws=20, tune=20).fit(df)
+    # the honest recipe still fits
+    PseudoPosteriorSynthesizer(my_poisson_model, mechanism="censor_uw", epsilon=1.0,
+                               draws=20, tune=20, random_seed=1).fit(counts)
+
+
 def test_calibration_on_reference_data_is_reused_with_censoring(beta_data, tmp_path):
     cal = calibrate_weights(beta_data, beta_mixture, epsilon=4.0, c1_grid=(1.0, 0.6),
                             draws=150, tune=150, random_seed=3,
