@@ -359,7 +359,8 @@ def _cmd_saturate(args: argparse.Namespace) -> int:
                 f"{max(DEFAULT_SIGMAS):g}, alpha up to {max(DEFAULT_ALPHAS):g}) has expected "
                 f"tau_4(1) <= {args.max_risk:g}; the lowest is {low:.4f}. Give --max-risk "
                 f"{np.ceil(low * 1e4) / 1e4:.4f} or more, or choose --family, --sigma and --alpha "
-                "yourself (a larger --sigma or --alpha lowers the risk).") from err
+                "yourself (a larger --alpha, or a larger --sigma for nbi and pig, a smaller one "
+                "for dpo, lowers the risk).") from err
         setting = choice.as_kwargs()
     tau = expected_tau(table, **setting, ks=(1, 2))
     if not args.quiet:
@@ -586,8 +587,8 @@ def _parser() -> argparse.ArgumentParser:
                         "count; 1 runs them one after the other in this process)")
     s.add_argument("--n-factors", type=int, default=None, help="number of factors")
     s.add_argument("--categorical", choices=("model", "empirical"), default="model",
-                   help="how categorical combinations are drawn: from the model (default; copies "
-                        "no real combination) or the real joint frequencies")
+                   help="how categorical combinations are drawn: from the model (default; not "
+                        "copied from the real joint table) or the real joint frequencies")
     s.add_argument("--categorical-margins", choices=("data", "model"), default="data",
                    help="in model mode, each categorical variable's one-way frequencies: the "
                         "data's (default; the model gives the dependence) or the model's")

@@ -301,9 +301,10 @@ class CopulaSynthesizer(Synthesizer):
         :func:`bayesynth.models.choose_n_factors`).
     categorical : {"model", "empirical"}, default "model"
         How the combination of categorical levels of a synthetic record is drawn: from the
-        fitted model (the default: no combination is copied and no joint count of the real
-        data is stored; see ``categorical_margins`` for the one-way frequencies,
-        ``benchmarks/categorical_modes.py``) or from the joint frequencies
+        fitted model (the default: combinations are drawn from the model, not copied from the
+        real joint table, though a real combination, unique ones included, can come out by
+        chance; no joint count of the real data is stored; see ``categorical_margins`` for
+        the one-way frequencies, ``benchmarks/categorical_modes.py``) or from the joint frequencies
         of the real data (the paper: reproduces cross-tabulations exactly in expectation, but
         every synthetic combination is a real one, unique ones included, and :meth:`save`
         stores the exact joint table).

@@ -3,9 +3,10 @@
 The copula synthesizer maps latent normals back to the data scale with
 ``y = F_hat^-1(Phi(z / sd(z)))`` (Feldman & Kowal 2022, section 4.3):
 
-* binary, ordinal and count columns use the empirical CDF, whose inverse returns observed
-  values only (:class:`DiscreteMarginal`);
-* continuous columns use a smoothed CDF restricted to the observed range, so that synthetic
+* binary and ordinal columns, and any column with at most 50 distinct values, use the
+  empirical CDF, whose inverse returns observed values only (:class:`DiscreteMarginal`);
+* count and continuous columns with more distinct values use a smoothed CDF (counts rounded
+  to whole numbers) restricted to the observed range, so that synthetic
   values are not copies of real ones (:class:`SmoothMarginal`). The smoothing is a Gaussian
   kernel in normal-score space: each distinct value v gets the score t_v = Phi^-1 of its
   mid-rank, the scores are smoothed with bandwidth h = 0.9 n^-1/5 (Silverman's rule for a
@@ -14,13 +15,13 @@ The copula synthesizer maps latent normals back to the data scale with
   interpolation of the values at their scores. In value units the bandwidth is local, about
   h phi(t) / f(x): a few neighbours' spacing where values are dense, the gaps between values in
   the tails. (A single value-space bandwidth, Silverman's rule on the values, biased the CDF of
-  skewed columns by up to 0.04 in the sup norm on the shared real tables, for example income
-  in CE, and moved mass across gaps between clusters of values.) The smoothed CDF is tabulated
-  on a grid of 2048 points uniform in score and inverted by linear interpolation. The grid's
-  points are interpolated, but the interpolation runs through the real values at their known
-  scores, so the real values can be read back from a saved marginal (a test reconstruction
-  recovered 218 of 268 incomes to the cent, the top outliers included): a saved model is as
-  confidential as the data;
+  skewed columns by up to 0.058 in the sup norm on the shared real tables (SD2011 income;
+  CE income 0.04), and moved mass across gaps between clusters of values.) The smoothed
+  CDF is tabulated on a grid of 2048 points uniform in score and inverted by linear
+  interpolation. The grid's points are interpolated, but the interpolation runs through the
+  real values at their known scores, so the real values can be read back from a saved
+  marginal (a test reconstruction recovered 218 of 268 incomes to the cent, the top outliers
+  included): a saved model is as confidential as the data;
 * a continuous column with point masses (a value held by at least 1% of the records: zeros,
   heaping at round numbers, top codes) gets an :class:`AtomMarginal`: the atoms at their exact
   values and frequencies, and the smooth CDF of the other values over their own range, so that

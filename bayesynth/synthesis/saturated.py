@@ -261,10 +261,8 @@ class SaturatedCountSynthesizer(Synthesizer):
         ------
         bayesynth.errors.InputTypeError
             For anything but a DataFrame or a SparseTable.
-        bayesynth.errors.SchemaError
-            For an unknown family, or a dispersion or pseudocount out of range.
         bayesynth.errors.InvalidParameterError
-            For an unknown output.
+            For an unknown family or output, or a dispersion or pseudocount out of range.
         """
         self._check_params()
         if isinstance(data, SparseTable):
