@@ -503,6 +503,7 @@ def test_a_column_of_one_special_code_outside_its_rule_keeps_that_code():
 
 
 def test_a_level_spelled_like_the_missing_label_is_refused():
-    df = pd.DataFrame({"a": ["<NA>", "yes", "no"] * 20, "x": np.arange(60.0)})
+    df = pd.DataFrame({"a": ["<NA>", "yes", "no"] * 20,
+                       "x": np.random.default_rng(0).normal(size=60)})
     with pytest.raises(SchemaError, match="'a'.*rename"):
         _quick(bs.infer_schema(df, suggest=False)).fit(df)

@@ -135,7 +135,7 @@ def test_cart_refuses_bad_leaf_sizes_and_atom_shares(kwargs, word):
     turned smoothing off (every value an atom) and a NaN share smoothed every value."""
     from bayesynth.errors import InvalidParameterError
 
-    df = pd.DataFrame({"a": np.arange(40.0), "b": np.arange(40) % 3})
+    df = pd.DataFrame({"a": np.random.default_rng(1).normal(size=40), "b": np.arange(40) % 3})
     with pytest.raises(InvalidParameterError, match=word):
         CartSynthesizer(**kwargs).fit(df)
 
