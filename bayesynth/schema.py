@@ -638,8 +638,9 @@ def _time_unit(days: np.ndarray) -> str | None:
 
     None when some time has a fraction of a second (they are kept to the second).
     """
-    seconds = np.round(np.asarray(days, dtype=float) * 86400.0)
-    if not np.allclose(seconds, np.asarray(days, dtype=float) * 86400.0, rtol=0, atol=1e-3):
+    exact = np.asarray(days, dtype=float) * 86400.0
+    seconds = np.round(exact)
+    if not np.allclose(seconds, exact, rtol=0, atol=1e-3):
         return None
     for unit in ("h", "min", "s"):
         if np.all(seconds % TIME_UNITS[unit] == 0):

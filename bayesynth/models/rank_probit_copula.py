@@ -421,8 +421,7 @@ def rank_probit_copula(
                 or int(n_factors) != n_factors or not 1 <= n_factors <= p):
             raise InvalidParameterError(
                 f"n_factors must be an integer between 1 and the number of latent columns "
-                f"({p}); got {n_factors!r}."
-            , column="n_factors")
+                f"({p}); got {n_factors!r}.", column="n_factors")
         k = int(n_factors)
     index = data.index if data.index.is_unique else pd.RangeIndex(len(data))
     free = layout.free_scale_columns

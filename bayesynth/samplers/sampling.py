@@ -20,7 +20,7 @@ from pymc.model import modelcontext
 from threadpoolctl import threadpool_limits
 
 from bayesynth.errors import IncompatibleModelError, check_integer
-from bayesynth.models.copula_quantities import effective_rhat
+from bayesynth.models.copula_quantities import N_MC, effective_rhat, not_judged
 from bayesynth.models.latent_class_dp import latent_class_spec
 from bayesynth.models.rank_probit_copula import get_layout
 from bayesynth.samplers.bart_steps import bart_steps, has_bart
@@ -160,8 +160,6 @@ def check_copula_convergence(idata: az.InferenceData, categorical_margins: str =
         got no Monte Carlo point in some draws: see
         :func:`~bayesynth.models.copula_quantities.synthesis_quantity_table`).
     """
-    from bayesynth.models.copula_quantities import N_MC, not_judged
-
     table = _judged(idata, categorical_margins)
     skipped = not_judged(table) if table is not None else []
     if skipped:

@@ -548,7 +548,7 @@ class PseudoPosteriorSynthesizer(Synthesizer):
             if w is None:
                 w = privacy_weights(uw[2], self.c1, self.c2)
             model, idata, L = self._fit_model(data, w, censor, int(seeds[1]))
-        delta = lipschitz_bound(L, w, observed_info(model).censor)  # the model's own bound
+        delta = lipschitz_bound(L, w, censor)  # the model's own (_check_built)
         n_cens = int(np.sum(record_bounds(L) * w > censor)) if censor else 0
         self.model_ = model
         self.idata_ = idata
