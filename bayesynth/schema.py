@@ -43,11 +43,11 @@ from bayesynth.errors import (
     UnknownColumnTypeError,
     UnknownLevelError,
 )
-from bayesynth.rules import Rule, check_rules, refuse_unknown_keys, suggest_rules
+from bayesynth.rules import Rule, check_rules, refuse_unknown_keys, rule_mask, suggest_rules
 
 __all__ = ["COLUMN_TYPES", "ColumnSchema", "Schema", "infer_schema", "validate_data",
            "value_part", "as_numbers", "from_days", "is_datetime", "evaluate_formula",
-           "check_formula"]
+           "check_formula", "not_modelled", "modelled_schema"]
 
 COLUMN_TYPES: tuple[str, ...] = ("categorical", "ordinal", "binary", "count", "continuous")
 LEVEL_TYPES: frozenset[str] = frozenset({"categorical", "ordinal", "binary"})
@@ -1079,6 +1079,79 @@ def _validate_column(s: pd.Series, col: ColumnSchema) -> None:
             f"(levels {list(col.levels)[:10]}). Add them to the schema's levels.",
             column=name,
         )
+
+
+def not_modelled(df: pd.DataFrame, schema: Schema) -> list[str]:
+    """List the columns a model of the table leaves out.
+
+    These are the columns derived by a formula, and those fixed by rules for every record of
+    the data: the synthesizers fill them after synthesis (the rules, then the formulas), so a
+    model that also fitted them would count the deterministic relation as data.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The data.
+    schema : Schema
+        Its schema, with the rules and formulas.
+
+    Returns
+    -------
+    list of str
+        The derived columns, then the rule-fixed ones in schema order.
+    """
+    out = list(schema.derived)
+    for c in schema.names:
+        if c not in out and schema.rules and rule_mask(df, schema.rules, c).all():
+            out.append(c)
+    return out
+
+
+def modelled_schema(df: pd.DataFrame, schema: Schema, *, exclude: Sequence[str] = ()
+                    ) -> Schema:
+    """Return the part of ``schema`` a joint model of the table fits.
+
+    The columns of :func:`not_modelled` and those in ``exclude`` (for example the BART targets
+    of :class:`~bayesynth.synthesis.CopulaSynthesizer`, modelled apart) are left out, with the
+    rules that name them.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The data.
+    schema : Schema
+        Its full schema.
+    exclude : sequence of str, optional
+        More columns to leave out.
+
+    Returns
+    -------
+    Schema
+        The modelled columns in schema order, and the rules among them.
+
+    Raises
+    ------
+    bayesynth.errors.SchemaError
+        A rule fixes a modelled column on a condition that reads a column left out: the model
+        would fit the rule's records as observed while synthesis sets them by the rule, so the
+        fixed value would be counted twice (state the condition on the modelled columns it
+        comes from, e.g. age instead of an age group); or no column is left.
+    """
+    skipped = set(not_modelled(df, schema)) | set(exclude)
+    keep = [c for c in schema.names if c not in skipped]
+    if not keep:
+        raise SchemaError("No column is left to model: every column is derived by a formula, "
+                          "fixed by rules or modelled apart.")
+    for r in schema.rules:
+        outside = [c for c, _ in r.when if c not in keep]
+        if r.column in keep and outside:
+            raise SchemaError(
+                f"The rule {r!r} reads '{outside[0]}', which is not modelled (derived by a "
+                "formula, fixed by rules, or a BART target), for a column that is. State the "
+                "condition on the modelled columns it comes from (e.g. age instead of an age "
+                "group).", column=outside[0])
+    return Schema([schema[c] for c in keep],
+                  [r for r in schema.rules if {r.column, *(c for c, _ in r.when)} <= set(keep)])
 
 
 def evaluate_formula(df: pd.DataFrame, col: ColumnSchema) -> pd.Series:

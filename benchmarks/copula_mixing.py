@@ -127,7 +127,7 @@ def main(argv=None) -> None:
         # The schema a survey statistician writes (benchmarks/real_data.py): age groups are a
         # function of age and bmi of height and weight, so CopulaSynthesizer leaves them out
         # of the copula; the "not applicable" codes follow rules. As the synthesizer does.
-        from bayesynth.synthesis._output import not_modelled
+        from bayesynth.schema import not_modelled
 
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from real_data import load as load_survey

@@ -23,7 +23,7 @@ from bayesynth.errors import InvalidParameterError
 from bayesynth.models.layout import CATEGORICAL_LIKELIHOODS, LatentLayout, registered_layout
 from bayesynth.models.metadata import attach_metadata
 from bayesynth.models.priors import PriorFactory, Priors
-from bayesynth.schema import Schema, infer_schema, validate_data
+from bayesynth.schema import Schema, infer_schema, modelled_schema, validate_data
 
 __all__ = [
     "rank_probit_copula",
@@ -322,7 +322,12 @@ def rank_probit_copula(
     data : pandas.DataFrame
         The confidential table (not modified).
     schema : Schema, optional
-        Column types; inferred with :func:`bayesynth.infer_schema` when omitted.
+        Column types; inferred with :func:`bayesynth.infer_schema` when omitted. Columns it
+        derives by a formula, or fixes by rules for every record, are left out of the model
+        (:func:`bayesynth.schema.modelled_schema`), as the synthesizers leave them out:
+        synthesis fills them in, and fitting them too would count a deterministic relation
+        as data (on SD2011, age groups and BMI modelled beside age, height and weight had
+        their latent columns nearly determined by those).
     n_factors : int, optional
         Number of factors k; by default :func:`choose_n_factors` on the data.
     categorical_likelihood : {"mnp", "rpl"}, default "mnp"
@@ -397,6 +402,11 @@ def rank_probit_copula(
     """
     schema = infer_schema(data) if schema is None else schema
     validate_data(data, schema)
+    full_schema = schema
+    # columns derived by formulas or fixed by rules are filled at synthesis, not modelled
+    schema = modelled_schema(data, full_schema)
+    if list(schema.names) != list(full_schema.names):
+        data = data[list(schema.names)]
     priors = Priors("rank_probit_copula", priors, SWAPPABLE_PRIORS)
     if categorical_likelihood not in CATEGORICAL_LIKELIHOODS:
         raise InvalidParameterError(
@@ -469,5 +479,7 @@ def rank_probit_copula(
         # The table and schema the model was built from, for synthesizers that take this
         # model's posterior (CopulaSynthesizer.from_posterior): the estimated marginals need
         # the values themselves. Kept in memory with the model, never written to a trace.
-        attach_metadata("copula_source", {"data": data, "schema": schema})
+        # (``full_schema``: with the derived and rule-fixed columns synthesis fills in.)
+        attach_metadata("copula_source", {"data": data, "schema": schema,
+                                          "full_schema": full_schema})
     return model

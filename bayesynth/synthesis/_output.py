@@ -8,34 +8,16 @@ import numpy as np
 import pandas as pd
 
 from bayesynth.rules import apply_rules, rule_mask
-from bayesynth.schema import ColumnSchema, Schema, evaluate_formula, from_days, is_datetime
+from bayesynth.schema import (
+    ColumnSchema,
+    Schema,
+    evaluate_formula,
+    from_days,
+    is_datetime,
+    not_modelled,
+)
 
 __all__ = ["not_modelled", "finish"]
-
-
-def not_modelled(df: pd.DataFrame, schema: Schema) -> list[str]:
-    """List the columns a synthesizer leaves out of its model.
-
-    These are the columns derived by a formula, and those fixed by rules for every record of
-    the training data.
-
-    Parameters
-    ----------
-    df : pandas.DataFrame
-        The training data.
-    schema : Schema
-        Its schema, with the rules and formulas.
-
-    Returns
-    -------
-    list of str
-        The derived columns, then the rule-fixed ones in schema order.
-    """
-    out = list(schema.derived)
-    for c in schema.names:
-        if c not in out and schema.rules and rule_mask(df, schema.rules, c).all():
-            out.append(c)
-    return out
 
 
 def _round(values: pd.Series, col: ColumnSchema) -> np.ndarray:

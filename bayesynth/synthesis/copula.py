@@ -64,10 +64,12 @@ from bayesynth.schema import (
     as_numbers,
     encode_levels,
     infer_schema,
+    modelled_schema,
+    not_modelled,
     validate_data,
     value_part,
 )
-from bayesynth.synthesis._output import _restore, finish, not_modelled
+from bayesynth.synthesis._output import _restore, finish
 from bayesynth.synthesis.base import Synthesizer, _version, read_idata, select_draws
 from bayesynth.synthesis.level_margins import calibrated_intercepts
 from bayesynth.synthesis.marginals import (
@@ -520,24 +522,10 @@ class CopulaSynthesizer(Synthesizer):
         if clash:
             raise SchemaError(f"target '{clash[0]}' is derived by a formula or fixed by rules; "
                               "it cannot be a BART target.", column=clash[0])
-        copula_cols = [c for c in schema.names if c not in targets and c not in skipped]
-        if not copula_cols:
+        if all(c in targets or c in skipped for c in schema.names):
             raise SchemaError("Every column is a target; leave at least one in the copula.")
-        modelled = set(copula_cols)
-        for r in schema.rules:
-            outside = [c for c, _ in r.when if c not in modelled]
-            if r.column in modelled and outside:
-                # the copula would fit the rule's records as observed, while synthesis sets
-                # them by the rule: the fixed value would be counted twice (a rule on a
-                # rule-derived age group raised a zero-income share of 0.14 to 0.25)
-                raise SchemaError(
-                    f"The rule {r!r} reads '{outside[0]}', which the copula does not model "
-                    "(derived by a formula, fixed by rules, or a BART target), for a column it "
-                    "does model. State the condition on the modelled columns it comes from "
-                    "(e.g. age instead of an age group).", column=outside[0])
-        cschema = Schema([schema[c] for c in copula_cols],
-                         [r for r in schema.rules
-                          if {r.column, *(c for c, _ in r.when)} <= set(copula_cols)])
+        cschema = modelled_schema(df, schema, exclude=targets)
+        copula_cols = list(cschema.names)
         kw = {"categorical_likelihood": self.categorical_likelihood,
               "continuous": self.continuous, **(self.model_kwargs or {})}
         if self.priors is not None:
@@ -639,7 +627,8 @@ class CopulaSynthesizer(Synthesizer):
             raise IncompatibleModelError("The posterior belongs to another model (its Lambda "
                                          "has another number of latent columns).")
         data, schema = source["data"], source["schema"]
-        obj = cls(schema, categorical_likelihood=layout.categorical[0].likelihood
+        full_schema = source.get("full_schema", schema)  # with the columns synthesis fills
+        obj = cls(full_schema, categorical_likelihood=layout.categorical[0].likelihood
                   if layout.categorical else "mnp", **params)
         obj._check_params()
         obj.idata_ = idata
@@ -670,7 +659,12 @@ class CopulaSynthesizer(Synthesizer):
             available.append(tm.name)
             columns.append(model_metadata(pair[0], "bart_source")["schema"][tm.name])
         obj.targets = [tm.name for tm in obj.targets_]
-        obj.schema_ = Schema(columns, schema.rules) if obj.targets_ else schema
+        if obj.targets_:  # the derived and rule-fixed columns after the targets
+            names = {c.name for c in columns}
+            columns += [full_schema[c] for c in full_schema.names if c not in names]
+            obj.schema_ = Schema(columns, full_schema.rules)
+        else:
+            obj.schema_ = full_schema
         return obj
 
     def _set_decoder(self, layout: LatentLayout, df: pd.DataFrame, schema: Schema) -> None:

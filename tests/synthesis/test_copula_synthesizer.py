@@ -225,6 +225,33 @@ def survey_fit():
     return df, schema, syn, syn.sample(m=3, random_seed=3)
 
 
+def test_the_factory_leaves_out_what_synthesis_fills_and_from_posterior_fills_it(survey_fit):
+    # The research loop (factory, sample, from_posterior) fits what CopulaSynthesizer fits:
+    # a derived column and one that rules fix for every record are not modelled (fitting them
+    # would count a deterministic relation as data), and synthesis fills them in.
+    from bayesynth.errors import SchemaError
+    from bayesynth.rules import Rule
+
+    df, schema, syn, _ = survey_fit
+    model = bs.models.rank_probit_copula(df, schema, n_factors=2)
+    names = list(model.coords["latent"])
+    assert names == syn.latent_names_
+    assert "yearly" not in names and not any(c.startswith("old") for c in names)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        idata = bs.sample(model, draws=20, tune=20, chains=1, random_seed=1, progressbar=False,
+                          check_convergence=False)
+    out = bs.CopulaSynthesizer.from_posterior(model, idata).sample(m=1, random_seed=2)[0]
+    assert list(out.columns) == list(df.columns)
+    assert np.allclose(out["yearly"], (out["money"] * 12).round(2), atol=1e-9, rtol=0)
+    assert ((out["age"] >= 65) == (out["old"] == "yes")).all()
+    # a rule on a modelled column that reads a column left out is refused by the factory too
+    bad = schema.with_rules([*schema.rules,
+                             Rule("nociga", -8, (("old", ("yes",)), ("smoke", ("NO",))))])
+    with pytest.raises(SchemaError, match="'old'"):
+        bs.models.rank_probit_copula(df, bad, n_factors=2)
+
+
 def test_special_codes_rules_integers_and_dates_survive(survey_fit):
     df, schema, syn, frames = survey_fit
     assert schema["nociga"].special_codes == (-8,) and schema["income"].special_codes == (-9,)
