@@ -812,6 +812,11 @@ def copula_sbc_problem(data: pd.DataFrame, schema=None, *, level_probabilities: 
             "copula_sbc_problem supports the multinomial probit only: the 'rpl' likelihood is "
             "not a probability model of the levels (its regions do not cover the latent "
             "space), so no dataset can be simulated from it.", column="categorical_likelihood")
+    if schema.rules or schema.derived:
+        raise InvalidParameterError(
+            "copula_sbc_problem simulates tables without rules or derived columns (a rule's "
+            "records and a formula's column are not modelled); give a schema without them.",
+            column="schema")
     for name in schema.names:
         col = schema[name]
         missing = bool(data[name].isna().any())

@@ -20,6 +20,7 @@ import pandas as pd
 import pymc as pm
 import pytest
 
+import bayesynth as bs
 from bayesynth.errors import InvalidParameterError
 from bayesynth.evaluation import SBCResult, copula_sbc_problem, simulation_based_calibration
 from bayesynth.evaluation.calibration import copula_table
@@ -108,6 +109,15 @@ def test_copula_problem_refuses_tied_ordered_columns():
     df = pd.DataFrame({"x": np.arange(30) % 5, "flag": np.arange(30) % 2})
     with pytest.raises(InvalidParameterError, match="untied continuous"):
         copula_sbc_problem(df)
+
+
+def test_copula_problem_refuses_rules_and_derived_columns():
+    r = np.random.default_rng(4)
+    df = pd.DataFrame({"x": r.normal(size=40), "g": r.choice(["a", "b"], 40)})
+    df["y"] = df["x"] * 2
+    schema = bs.infer_schema(df).with_formulas({"y": "x * 2"})
+    with pytest.raises(InvalidParameterError, match="rules or derived columns"):
+        copula_sbc_problem(df, schema)
 
 
 # --------------------------------------------------------------------------- every factory
