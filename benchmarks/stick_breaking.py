@@ -21,6 +21,7 @@ Usage::
 
     python benchmarks/stick_breaking.py
     python benchmarks/stick_breaking.py --cols edu,eduspec
+    python benchmarks/stick_breaking.py --n-factors 7       # the same k for both
 """
 
 from __future__ import annotations
@@ -75,12 +76,13 @@ def decode(z: np.ndarray, names: list[str], var: str, construction: str) -> np.n
     return np.where(u[np.arange(len(u)), arg] > 0, arg + 1, 0)
 
 
-def fit(raw: pd.DataFrame, construction: str, draws: int, seed: int, n_mc: int) -> dict:
+def fit(raw: pd.DataFrame, construction: str, draws: int, seed: int, n_mc: int,
+        n_factors: int | None) -> dict:
     if construction == "stick-breaking":
         df, schema = stick_breaking_table(raw)
     else:
         df, schema = raw, bs.infer_schema(raw, suggest=False)
-    model = bs.models.rank_probit_copula(df, schema)
+    model = bs.models.rank_probit_copula(df, schema, n_factors=n_factors)
     names = [str(v) for v in model.coords["latent"]]
     k = len(model.coords["factor"])
     t0 = time.perf_counter()
@@ -114,6 +116,8 @@ def main(argv=None) -> None:
     ap.add_argument("--draws", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--n-mc", type=int, default=40_000)
+    ap.add_argument("--n-factors", type=int, default=None,
+                    help="k for both models (default: each its own parallel-analysis choice)")
     args = ap.parse_args(argv)
     if not DATA.exists():
         raise SystemExit(f"{DATA} is absent: this benchmark needs the shared real data.")
@@ -121,7 +125,7 @@ def main(argv=None) -> None:
     raw = pd.read_csv(DATA / "sd2011.csv", keep_default_na=False, na_values=[""])[cols].dropna()
     data_mi = mutual_information(raw[cols[0]], raw[cols[1]])
     print(f"SD2011 {cols}: n = {len(raw)}, data MI {data_mi:.4f}")
-    rows = [fit(raw, c, args.draws, args.seed, args.n_mc)
+    rows = [fit(raw, c, args.draws, args.seed, args.n_mc, args.n_factors)
             for c in ("multinomial probit", "stick-breaking")]
     print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
 
