@@ -1146,8 +1146,9 @@ def modelled_schema(df: pd.DataFrame, schema: Schema, *, exclude: Sequence[str] 
         outside = [c for c, _ in r.when if c not in keep]
         if r.column in keep and outside:
             raise SchemaError(
-                f"The rule {r!r} reads '{outside[0]}', which is not modelled (derived by a "
-                "formula, fixed by rules, or a BART target), for a column that is. State the "
+                f"The rule {r!r} reads '{outside[0]}', which the copula does not model "
+                "(derived by a formula, fixed by rules, or a BART target), for a column it "
+                "does model. State the "
                 "condition on the modelled columns it comes from (e.g. age instead of an age "
                 "group).", column=outside[0])
     return Schema([schema[c] for c in keep],
