@@ -127,16 +127,14 @@ def main(argv=None) -> None:
         # The schema a survey statistician writes (benchmarks/real_data.py): age groups are a
         # function of age and bmi of height and weight, so CopulaSynthesizer leaves them out
         # of the copula; the "not applicable" codes follow rules. As the synthesizer does.
-        from bayesynth.schema import not_modelled
+        from bayesynth.schema import modelled_schema
 
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from real_data import load as load_survey
 
         _, full, _ = load_survey("sd2011")
-        keep = [c for c in full.names if c not in not_modelled(df, full)]
-        df = df[keep]
-        rules = [r for r in full.rules if {r.column, *(c for c, _ in r.when)} <= set(keep)]
-        schema = bs.Schema([full[c] for c in keep], rules)
+        schema = modelled_schema(df, full)
+        df = df[list(schema.names)]
     else:
         schema = bs.infer_schema(df)
     model = bs.models.rank_probit_copula(df, schema, n_factors=args.n_factors,
