@@ -395,13 +395,16 @@ class CartSynthesizer(Synthesizer):
 
     Numeric values drawn from a leaf are smoothed as synthpop's ``smoothing = "density"`` does
     (columns with more than 50 distinct values; others are discrete and keep their real values):
-    each donor value gets Gaussian noise with the bandwidth of a kernel density estimate of the
-    donors it was drawn from (Silverman's rule of thumb, R's ``bw.nrd0``: ``0.9 min(sd,
-    IQR / 1.34) n^-1/5``), so that synthetic values are not copies of real ones. Point masses
-    are kept exact: missing values, special codes, and values held by at least
-    ``atom_share`` of the records (zeros, round amounts, top codes) are not smoothed. The noise
-    is truncated to the column's observed range (so the real minimum and maximum are not
-    copied); donors of a leaf that share one value are smoothed with the whole column's
+    once every leaf has been drawn from, each drawn value gets Gaussian noise with one
+    bandwidth for the whole column, that of a kernel density estimate of the drawn values
+    (synthpop's ``syn.smooth``), so that synthetic values are not copies of real ones. The
+    bandwidth is Silverman's rule of thumb (R's ``bw.nrd0``: ``0.9 min(sd, IQR / 1.34)
+    n^-1/5``) where synthpop uses Sheather and Jones's (``bw.SJ``, which neither SciPy nor
+    statsmodels provides). Point masses are kept exact: missing values, special codes, and values held by at least
+    ``atom_share`` of the records (zeros, round amounts, top codes) are not smoothed (synthpop
+    keeps a value held by more than 70% of the records and a top code). The noise is truncated
+    to the column's observed range (synthpop clips it, which copies the real minimum and
+    maximum); drawn values that all share one value are smoothed with the real column's
     bandwidth. Smoothed values are rounded to whole numbers for integer columns (which then
     take real values, as integers must) and to the column's decimals otherwise. Rules stated
     in the schema are enforced on the synthetic records.
@@ -557,11 +560,12 @@ class CartSynthesizer(Synthesizer):
             self._range[c] = (rest.min(), rest.max()) if len(rest) else (np.nan, np.nan)
         return self
 
-    def _smooth(self, rng: np.random.Generator, c: str, values: np.ndarray,
-                groups: np.ndarray, pools: dict[int, np.ndarray] | None) -> np.ndarray:
-        """Smooth the donor values of one numeric column by density, per leaf.
+    def _smooth(self, rng: np.random.Generator, c: str, values: np.ndarray) -> np.ndarray:
+        """Smooth the donor values drawn for one numeric column, as synthpop's ``syn.smooth``.
 
-        ``pools`` holds the training records of each leaf; None means one group, all records.
+        One bandwidth for the whole column: Silverman's rule over the values drawn (those that
+        are not atoms, codes or missing), as synthpop computes one bandwidth over the column's
+        synthetic values after every leaf has been drawn from.
         """
         col = self.schema_[c]
         out = values.astype(float).copy()
@@ -569,25 +573,21 @@ class CartSynthesizer(Synthesizer):
         from scipy.stats import truncnorm
 
         lo, hi = self._range[c]
-        pool_all = self._real[c].to_numpy(dtype=float, na_value=np.nan)
-        whole = pool_all[~np.isnan(pool_all) & ~np.isin(pool_all, self._fixed[c])]
-        bw_whole = silverman_bandwidth(whole) if len(whole) > 1 and np.ptp(whole) > 0 else 0.0
-        for g in np.unique(groups):
-            idx = np.flatnonzero((groups == g) & ~fixed)
-            if not len(idx):
-                continue
-            pool = pool_all[pools[int(g)]] if pools is not None else pool_all
-            pool = pool[~np.isnan(pool) & ~np.isin(pool, self._fixed[c])]
-            # a leaf whose donors share one value (or has one) is smoothed with the whole
-            # column's bandwidth: its value is not an atom, so it must not come back as is
-            bw = silverman_bandwidth(pool) if len(pool) > 1 and np.ptp(pool) > 0 else bw_whole
-            if not bw > 0 or not hi > lo:
-                continue
-            # normal noise truncated to the observed range (clipping put copies of the real
-            # minimum and maximum at the bounds)
-            v = out[idx]
-            out[idx] = truncnorm.rvs((lo - v) / bw, (hi - v) / bw, loc=v, scale=bw,
-                                     random_state=rng)
+        v = out[~fixed]
+        if len(v) > 1 and np.ptp(v) > 0:
+            bw = silverman_bandwidth(v)
+        else:
+            # every drawn value the same (or one value): the real column's bandwidth, so that
+            # a value that is not an atom does not come back as is
+            pool = self._real[c].to_numpy(dtype=float, na_value=np.nan)
+            whole = pool[~np.isnan(pool) & ~np.isin(pool, self._fixed[c])]
+            bw = (silverman_bandwidth(whole) if len(whole) > 1 and np.ptp(whole) > 0
+                  else 0.0)
+        if len(v) and bw > 0 and hi > lo:
+            # normal noise truncated to the observed range (clipping, as synthpop does, put
+            # copies of the real minimum and maximum at the bounds)
+            out[~fixed] = truncnorm.rvs((lo - v) / bw, (hi - v) / bw, loc=v, scale=bw,
+                                        random_state=rng)
         if col.integer:
             out[~fixed] = np.round(out[~fixed])
         elif col.decimals is not None:
@@ -630,8 +630,7 @@ class CartSynthesizer(Synthesizer):
             donors = rng.integers(len(self._real), size=n_rows)
             syn[first] = self._real[first].to_numpy()[donors]
             if self.smoothing == "density" and first in self._fixed:
-                syn[first] = self._smooth(rng, first, syn[first].to_numpy(dtype=float),
-                                          np.zeros(n_rows, dtype=np.int64), None)
+                syn[first] = self._smooth(rng, first, syn[first].to_numpy(dtype=float))
             for j in range(1, len(order)):
                 target = order[j]
                 leaves = self._trees[j].apply(self._matrix(syn, order[:j]))
@@ -642,8 +641,8 @@ class CartSynthesizer(Synthesizer):
                     donors[idx] = pool[rng.integers(len(pool), size=len(idx))]
                 syn[target] = self._real[target].to_numpy()[donors]
                 if self.smoothing == "density" and target in self._fixed:
-                    syn[target] = self._smooth(rng, target, syn[target].to_numpy(dtype=float),
-                                               leaves, self._leaf_members[j])
+                    syn[target] = self._smooth(rng, target,
+                                               syn[target].to_numpy(dtype=float))
             frame = pd.DataFrame({c: _restore(syn[c].to_numpy(), self.schema_[c])
                                   for c in order})
             out.append(finish(frame, self.schema_))
