@@ -29,10 +29,11 @@ Printed per dataset and synthesizer:
 * DCR ratio: median distance of a synthetic record to its closest training record over the
   same for hold-out records (at least 1: no closer than new real records);
 * copies: share of synthetic records equal to a training record on every column;
-* singling out (null band): ``singling_out_risk``'s excess (1,000 predicates of 3 columns read
-  off the synthetic records; how much more often they isolate a training record than a
-  hold-out record) and, in brackets, the upper end of its 95% band under exchangeable
-  training and hold-out people: an excess inside the band is what chance gives;
+* singling out (95% null, p): ``singling_out_risk``'s excess (up to 1,000 predicates of 3
+  columns read off the synthetic records; how much more often they isolate a training record
+  than a hold-out record) and, in brackets, the 95% quantile of the excess when training and
+  hold-out people are exchangeable and the one-sided permutation p-value
+  (``SinglingOut.null_band``): an excess below that quantile is what chance gives;
 * wall: fit and synthesis time in seconds;
 * converged, max R-hat: the copula fit's own judgement (``CopulaSynthesizer.convergence_table_``,
   the quantities synthesis uses, margins calibrated as synthesis does);
@@ -186,7 +187,15 @@ def measure(train, hold, tables, schema, formula, seed) -> dict:
             "rules broken": broken, "S_pMSE": float(np.mean(pmse)),
             "AUC": float(np.mean(aucs)), "AUC max": float(np.max(aucs)), "CIO": comp.mean_cio,
             "DCR ratio": dcr.ratio, "copies": dcr.exact_copy_share,
-            "singling out (null band)": f"{so.excess:.3f} ({so.null_band()[1]:.3f})"}
+            "singling out (95% null, p)": _singling(so)}
+
+
+def _singling(so) -> str:
+    """The excess, the 95% quantile of its permutation null and the p-value, as text."""
+    if not so.n_attacks:
+        return "not measured"
+    q, p = so.null_band()
+    return f"{so.excess:.3f} ({q:.3f}, p {p:.2f})"
 
 
 def main(argv=None) -> None:
