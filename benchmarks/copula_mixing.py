@@ -76,6 +76,10 @@ def main(argv=None) -> None:
     ap.add_argument("--cores", type=int, default=None)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--worst", type=int, default=5, help="worst quantities to list")
+    ap.add_argument("--shared-start", action="store_true",
+                    help="start every chain from one neutral point (loadings, intercepts and "
+                         "factor scores at the model's initial point, the default before "
+                         "2026-12-04) instead of each chain's own dispersed start")
     ap.add_argument("--drop", default="",
                     help="comma-separated copula steps to leave out (ablation), e.g. "
                          "RotationMove,MarginalLoadingsHMC")
@@ -147,9 +151,14 @@ def main(argv=None) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         # judged below, and timed apart
+        extra = {}
+        if args.shared_start:
+            point = model.initial_point()
+            extra["initvals"] = {name: point[name] for name in ("Lambda", "alpha", "eta")
+                                 if name in point}
         idata = bs.sample(model, draws=args.draws, tune=args.tune, chains=args.chains,
                           random_seed=args.seed, progressbar=False, cores=args.cores,
-                          check_convergence=False)
+                          check_convergence=False, **extra)
     wall = time.perf_counter() - t0
     if args.save:
         idata.to_netcdf(args.save)

@@ -275,7 +275,10 @@ def sample(
     custom step (:mod:`bayesynth.samplers.steps`); any variable left over (a prior a user replaced
     with a non-conjugate one, or a variable a user added) goes to PyMC's own step assignment
     (NUTS for continuous variables). Initial values come from the model, without jitter, so the
-    latent data start inside the constraint set. BART rank regressions get a seeded PGBART and
+    latent data start inside the constraint set; each chain's loadings, categorical
+    intercepts and factor scores start at its own standard normal draw about the model's
+    initial point (derived from ``random_seed``), so that R-hat compares chains from dispersed
+    starts. BART rank regressions get a seeded PGBART and
     the latent-data step (chains one after the other). Latent class models for private counts
     get the count moves, the data-augmentation Gibbs step and the non-centred joint moves
     (:mod:`bayesynth.samplers.latent_class`); their true counts start at the noisy counts made
@@ -395,16 +398,24 @@ def sample(
         cores = 1
     elif _is_copula(model):
         copula = True
-        # Neutral start: unit shrinkage and residual precisions (the latent data start at the
-        # normal scores of the ranks through their support point; loadings and factor scores
-        # at zero). Given at sampling time, so the model itself stays transformable.
+        # Unit shrinkage and residual precisions (the latent data start at the normal scores
+        # of the ranks through their support point), and each chain's loadings, intercepts
+        # and factor scores at its own draw (see _dispersed_copula_starts). Given at sampling
+        # time, so the model itself stays transformable.
         start = {name: np.ones(tuple(model[name].shape.eval()))
                  for name in ("delta", "phi", "prec") if name in model.named_vars
                  and model[name] in model.free_RVs}
-        if start:
-            given = kwargs.get("initvals")
+        given = kwargs.get("initvals")
+        if chains is None:  # PyMC chooses the number of chains: one shared start
             if given is None or isinstance(given, dict):
                 kwargs["initvals"] = {**start, **(given or {})}
+        else:
+            starts = [{**start, **d}
+                      for d in _dispersed_copula_starts(model, chains, random_seed)]
+            if given is None or isinstance(given, dict):
+                kwargs["initvals"] = [{**d, **(given or {})} for d in starts]
+            elif isinstance(given, list | tuple):  # the user's start per chain, over ours
+                kwargs["initvals"] = [{**d, **(g or {})} for d, g in zip(starts, given)]
     elif latent_class_spec(model) is not None:
         # Start the true counts at the noisy ones made feasible (given at sampling time, so
         # the model itself stays transformable).
@@ -519,6 +530,43 @@ def _annotate(idata: az.InferenceData, model: pm.Model, copula: bool, spec: Any)
 def _retune(tune: int) -> int:
     """Return the iterations that re-tune the adaptive steps before an extension keeps draws."""
     return max(100, tune // 5)
+
+
+def _dispersed_copula_starts(model: pm.Model, chains: int, random_seed: Any
+                             ) -> list[dict[str, np.ndarray]]:
+    """Each chain's own start of a copula's loadings, intercepts and factor scores.
+
+    Loadings and factor scores are standard normal draws (their prior given the unit shrinkage
+    the chains start with), the categorical intercepts their prior mean (the model's initial
+    point) plus a standard normal draw. From one shared start two chains agree more than the
+    posterior warrants while they have not left it, so R-hat would not see a region one of
+    them has not reached; from dispersed starts it can (Gelman & Rubin 1992). A variable whose
+    value is transformed (a prior a user replaced by one with bounded support) keeps PyMC's
+    start. The draws derive from ``random_seed`` without consuming a Generator.
+    """
+    import copy
+
+    if isinstance(random_seed, np.random.Generator):
+        seq = [int(copy.deepcopy(random_seed).integers(2**63))]
+    elif random_seed is None:
+        seq = [int(np.random.SeedSequence().entropy % 2**63)]
+    else:
+        seq = np.atleast_1d(random_seed).astype(np.int64).tolist()
+    names = [name for name in ("Lambda", "alpha", "eta") if name in model.named_vars
+             and model[name] in model.free_RVs
+             and model.rvs_to_transforms.get(model[name]) is None]
+    if not names:
+        return [{} for _ in range(chains)]
+    point = model.initial_point()
+    out = []
+    for c in range(chains):
+        rng = np.random.default_rng([*seq, 104729, c])
+        draw = {}
+        for name in names:
+            centre = np.asarray(point[model.rvs_to_values[model[name]].name], dtype=float)
+            draw[name] = centre + rng.standard_normal(centre.shape)
+        out.append(draw)
+    return out
 
 
 def _dispersed_class_starts(model: pm.Model, chains: int, random_seed: Any

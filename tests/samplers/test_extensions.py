@@ -148,3 +148,36 @@ def test_an_extension_starts_at_the_state_when_a_bound_depends_on_another_variab
             model=model, overrides=init, jitter_rvs=set(), return_transformed=True)(0)
         for name in ("a_extra_log__", "b_extra_interval__"):
             np.testing.assert_allclose(start[name], last[name], rtol=1e-12, err_msg=name)
+
+
+def test_copula_chains_start_from_their_own_dispersed_draws(monkeypatch):
+    """Each chain's loadings, intercepts and factor scores start at its own standard normal
+    draw about the model's initial point (shrinkage and precisions at one), repeatably from
+    the seed; a start the user gives for a variable wins over ours, in every chain."""
+    model = _small_copula()
+    rec = _Recorder(monkeypatch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for seed in (3, 3, 4):
+            bs.sample(model, draws=1, tune=0, chains=2, cores=1, random_seed=seed,
+                      progressbar=False, check_convergence=False)
+        mine = np.full(tuple(model["eta"].shape.eval()), 0.25)
+        bs.sample(model, draws=1, tune=0, chains=2, cores=1, random_seed=3,
+                  progressbar=False, check_convergence=False, initvals={"eta": mine})
+    a, again, other, given = (c["initvals"] for c in rec.calls)
+    point = model.initial_point()
+    for name in ("Lambda", "alpha", "eta"):
+        starts = [np.asarray(a[c][name]) for c in range(2)]
+        centre = point[name]
+        for s in starts:  # standard normal about the initial point (each has >= 3 values)
+            assert s.shape == centre.shape
+            assert 0.2 < np.std(s - centre) < 3.0, name
+        assert not np.allclose(starts[0], starts[1]), name  # dispersed across chains
+        for c in range(2):
+            np.testing.assert_array_equal(a[c][name], again[c][name])  # from the seed
+        assert not np.allclose(a[0][name], other[0][name]), name
+    for c in range(2):
+        for name in ("delta", "phi", "prec"):
+            np.testing.assert_array_equal(a[c][name], 1.0)
+        np.testing.assert_array_equal(given[c]["eta"], mine)
+        np.testing.assert_array_equal(given[c]["Lambda"], a[c]["Lambda"])
