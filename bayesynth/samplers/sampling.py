@@ -414,7 +414,9 @@ def sample(
                       for d in _dispersed_copula_starts(model, chains, random_seed)]
             if given is None or isinstance(given, dict):
                 kwargs["initvals"] = [{**d, **(given or {})} for d in starts]
-            elif isinstance(given, list | tuple):  # the user's start per chain, over ours
+            elif isinstance(given, list | tuple) and len(given) == chains:
+                # the user's start per chain, over ours (a list of another length goes to
+                # PyMC as given, which refuses it)
                 kwargs["initvals"] = [{**d, **(g or {})} for d, g in zip(starts, given)]
     elif latent_class_spec(model) is not None:
         # Start the true counts at the noisy ones made feasible (given at sampling time, so
@@ -532,6 +534,21 @@ def _retune(tune: int) -> int:
     return max(100, tune // 5)
 
 
+def _start_seed(random_seed: Any) -> list[int]:
+    """The entropy from which the chains' starts are drawn: ``random_seed`` as a list of ints.
+
+    A Generator gives one draw from a copy of itself (it is not consumed); None gives fresh
+    entropy.
+    """
+    import copy
+
+    if isinstance(random_seed, np.random.Generator):
+        return [int(copy.deepcopy(random_seed).integers(2**63))]
+    if random_seed is None:
+        return [int(np.random.SeedSequence().entropy % 2**63)]
+    return np.atleast_1d(random_seed).astype(np.int64).tolist()
+
+
 def _dispersed_copula_starts(model: pm.Model, chains: int, random_seed: Any
                              ) -> list[dict[str, np.ndarray]]:
     """Each chain's own start of a copula's loadings, intercepts and factor scores.
@@ -544,14 +561,7 @@ def _dispersed_copula_starts(model: pm.Model, chains: int, random_seed: Any
     value is transformed (a prior a user replaced by one with bounded support) keeps PyMC's
     start. The draws derive from ``random_seed`` without consuming a Generator.
     """
-    import copy
-
-    if isinstance(random_seed, np.random.Generator):
-        seq = [int(copy.deepcopy(random_seed).integers(2**63))]
-    elif random_seed is None:
-        seq = [int(np.random.SeedSequence().entropy % 2**63)]
-    else:
-        seq = np.atleast_1d(random_seed).astype(np.int64).tolist()
+    seq = _start_seed(random_seed)
     names = [name for name in ("Lambda", "alpha", "eta") if name in model.named_vars
              and model[name] in model.free_RVs
              and model.rvs_to_transforms.get(model[name]) is None]
@@ -578,17 +588,14 @@ def _dispersed_class_starts(model: pm.Model, chains: int, random_seed: Any
     separate modes the composite likelihood has. Variables whose prior was replaced keep
     PyMC's start. The draws derive from ``random_seed`` without consuming a Generator.
     """
-    import copy
-
     from bayesynth.samplers.latent_class import _dirichlet_rows, conjugate_priors
 
     if isinstance(random_seed, np.random.Generator):
-        rng = np.random.default_rng(copy.deepcopy(random_seed).integers(2**63))
+        rng = np.random.default_rng(_start_seed(random_seed))
     elif random_seed is None:
         rng = np.random.default_rng()
     else:
-        rng = np.random.default_rng([*np.atleast_1d(random_seed).astype(np.int64).tolist(),
-                                     7919])
+        rng = np.random.default_rng([*_start_seed(random_seed), 7919])
     params, _ = conjugate_priors(model)
     out = []
     for _ in range(chains):
