@@ -206,6 +206,8 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--m", type=int, default=5,
                     help="synthetic tables whose per-column distances are averaged")
+    ap.add_argument("--n-factors", type=int, default=None,
+                    help="the copula's number of factors (default: its own rule)")
     ap.add_argument("--out", default=None, help="also write the table as JSON here")
     args = ap.parse_args(argv)
     if not DATA.exists():
@@ -220,6 +222,7 @@ def main(argv=None) -> None:
         hold = df.iloc[idx[cut:]].reset_index(drop=True)
         makers = {
             "copula": lambda: CopulaSynthesizer(schema, draws=args.draws, tune=args.draws,
+                                                n_factors=args.n_factors,
                                                 random_seed=args.seed, progressbar=False),
             "CART": lambda: CartSynthesizer(schema, random_seed=args.seed),
         }
