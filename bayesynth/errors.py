@@ -171,6 +171,18 @@ class RunStopped(BaseException):  # noqa: N818 - a stop, not an error
         return 128 + self.signum
 
 
+def is_real(value) -> bool:
+    """Return whether ``value`` is a finite real number (a Python or NumPy int or float).
+
+    Booleans, strings, complex numbers, NaN and infinities are not.
+    """
+    import numpy as np
+
+    return (not isinstance(value, bool)
+            and isinstance(value, int | float | np.integer | np.floating)
+            and bool(np.isfinite(value)))
+
+
 def check_integer(value, name: str, least: int) -> int:
     """Return ``value`` as an int, or raise :class:`InvalidParameterError` naming ``name``.
 

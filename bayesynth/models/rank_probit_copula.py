@@ -19,7 +19,7 @@ from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 from pytensor.tensor.random.basic import NormalRV
 
-from bayesynth.errors import InvalidParameterError
+from bayesynth.errors import InvalidParameterError, is_real
 from bayesynth.models.layout import CATEGORICAL_LIKELIHOODS, LatentLayout, registered_layout
 from bayesynth.models.metadata import attach_metadata
 from bayesynth.models.priors import PriorFactory, Priors
@@ -414,8 +414,7 @@ def rank_probit_copula(
             f"{categorical_likelihood!r}.", column="categorical_likelihood")
     for label, value in (("nu", nu), ("a1", a1), ("a2", a2), ("a_sigma", a_sigma),
                          ("b_sigma", b_sigma), ("alpha_sigma", alpha_sigma)):
-        if (isinstance(value, bool) or not isinstance(value, int | float | np.number)
-                or not (np.isfinite(value) and value > 0)):
+        if not (is_real(value) and value > 0):
             raise InvalidParameterError(f"{label} must be a positive number; got {value!r}.",
                                         column=label)
     layout = LatentLayout.from_data(
@@ -427,8 +426,7 @@ def rank_probit_copula(
     if n_factors is None:
         k = choose_n_factors(layout)
     else:
-        if (isinstance(n_factors, bool) or not isinstance(n_factors, int | float | np.number)
-                or int(n_factors) != n_factors or not 1 <= n_factors <= p):
+        if not (is_real(n_factors) and int(n_factors) == n_factors and 1 <= n_factors <= p):
             raise InvalidParameterError(
                 f"n_factors must be an integer between 1 and the number of latent columns "
                 f"({p}); got {n_factors!r}.", column="n_factors")

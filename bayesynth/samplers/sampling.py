@@ -535,7 +535,7 @@ def _retune(tune: int) -> int:
 
 
 def _start_seed(random_seed: Any) -> list[int]:
-    """The entropy from which the chains' starts are drawn: ``random_seed`` as a list of ints.
+    """Return the entropy the chains' starts are drawn from: ``random_seed`` as a list of ints.
 
     A Generator gives one draw from a copy of itself (it is not consumed); None gives fresh
     entropy.

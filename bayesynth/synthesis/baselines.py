@@ -22,7 +22,7 @@ import xarray as xr
 from scipy.special import ndtr
 from scipy.stats import invwishart
 
-from bayesynth.errors import InvalidParameterError, SchemaError, check_integer
+from bayesynth.errors import InvalidParameterError, SchemaError, check_integer, is_real
 from bayesynth.models.layout import LatentLayout, OrderedColumn
 from bayesynth.samplers.kernels import draw_z
 from bayesynth.schema import Schema, as_numbers, encode_levels, infer_schema, validate_data
@@ -400,9 +400,10 @@ class CartSynthesizer(Synthesizer):
     (synthpop's ``syn.smooth``), so that synthetic values are not copies of real ones. The
     bandwidth is Silverman's rule of thumb (R's ``bw.nrd0``: ``0.9 min(sd, IQR / 1.34)
     n^-1/5``) where synthpop uses Sheather and Jones's (``bw.SJ``, which neither SciPy nor
-    statsmodels provides). Point masses are kept exact: missing values, special codes, and values held by at least
-    ``atom_share`` of the records (zeros, round amounts, top codes) are not smoothed (synthpop
-    keeps a value held by more than 70% of the records and a top code). The noise is truncated
+    statsmodels provides). Point masses are kept exact: missing values, special codes, and
+    values held by at least ``atom_share`` of the records (zeros, round amounts, top codes) are
+    not smoothed (synthpop keeps a value held by more than 70% of the records and a top code).
+    The noise is truncated
     to the column's observed range (synthpop clips it, which copies the real minimum and
     maximum); drawn values that all share one value are smoothed with the real column's
     bandwidth. Smoothed values are rounded to whole numbers for integer columns (which then
@@ -502,8 +503,7 @@ class CartSynthesizer(Synthesizer):
                 f"smoothing must be 'density' or 'none'; got {self.smoothing!r}.")
         check_integer(self.min_samples_leaf, "min_samples_leaf", 1)
         share = self.atom_share
-        if (isinstance(share, bool) or not isinstance(share, int | float | np.number)
-                or not 0.0 <= float(share) <= 1.0):
+        if not (is_real(share) and 0.0 <= share <= 1.0):
             raise InvalidParameterError(
                 f"atom_share must be a share between 0 and 1 (0: every value an atom, no "
                 f"smoothing); got {share!r}.", column="atom_share")

@@ -129,6 +129,11 @@ def test_bad_prior_names(mixed_df):
         bs.models.rank_probit_copula(mixed_df, nu=-1.0)
     with pytest.raises(bs.errors.InvalidParameterError, match="n_factors"):
         bs.models.rank_probit_copula(mixed_df, n_factors="x")  # was int()'s own ValueError
+    for bad in (float("nan"), float("inf"), 2.5, 1j):  # nan and inf: int()'s own errors
+        with pytest.raises(bs.errors.InvalidParameterError, match="n_factors"):
+            bs.models.rank_probit_copula(mixed_df, n_factors=bad)
+    with pytest.raises(bs.errors.InvalidParameterError, match="alpha_sigma"):
+        bs.models.rank_probit_copula(mixed_df, alpha_sigma=float("inf"))
 
 
 def test_convergence_warning_reads_the_quantities_synthesis_uses(mixed_df):
