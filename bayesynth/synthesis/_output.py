@@ -15,25 +15,23 @@ from bayesynth.schema import (
     from_days,
     is_datetime,
     not_modelled,
+    round_values,
 )
 
 __all__ = ["not_modelled", "finish"]
 
 
 def _round(values: pd.Series, col: ColumnSchema) -> np.ndarray:
-    x = pd.to_numeric(values, errors="coerce").to_numpy(float)
-    if col.integer:
-        return np.round(x)
-    if col.decimals is not None:
-        return np.round(x, col.decimals)
-    return x
+    return round_values(pd.to_numeric(values, errors="coerce").to_numpy(float), col)
 
 
 def finish(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:
     """Add the columns that were not modelled, enforce the rules, compute derived columns.
 
-    Columns absent from ``frame`` start missing; rules are applied, then formulas (rounded
-    to each column's precision), then the rules again (a rule may name a derived column).
+    Columns absent from ``frame`` start missing; columns whose real values were written with
+    a number of significant digits (``ColumnSchema.digits``) are rounded to it; rules are
+    applied, then formulas (rounded to each column's precision), then the rules again (a
+    rule may name a derived column).
 
     Parameters
     ----------
@@ -52,6 +50,9 @@ def finish(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:
     added = [c for c in schema.names if c not in out]
     for c in added:
         out[c] = _restore(np.full(n, None, dtype=object), schema[c])
+    for c in schema.names:  # decimals and whole numbers are kept where values are drawn
+        if schema[c].digits is not None and c not in added:
+            out[c] = _restore(_round(out[c], schema[c]), schema[c])
     if schema.rules:
         out = apply_rules(out, schema.rules)
     for c in schema.derived:
