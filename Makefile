@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.bayesynth-installed
 
 export MPLBACKEND ?= Agg
 
-.PHONY: demo test venv benchmark clean
+.PHONY: demo test venv benchmark peers clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,8 +25,19 @@ test: $(STAMP)
 	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 \
 		$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q --durations=20 --nbmake tests notebooks
 
+# The peers benchmarks/real_data.py compares with (--synthesizers "SDV copula,CTGAN"): SDV needs
+# PyTorch, so it lives in an environment of its own (PyTorch's CPU build; not needed by tests).
+PEERS := .venv-peers
+$(PEERS)/.installed:
+	$(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/python -m pip install --quiet --upgrade pip
+	$(PEERS)/bin/python -m pip install --quiet "torch==2.13.0" "sdv==2.0.0"
+	touch $@
+
+peers: $(PEERS)/.installed
+
 benchmark: $(STAMP)
 	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python benchmarks/copula_gibbs.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(PEERS) .pytest_cache

@@ -1,4 +1,4 @@
-"""Fidelity and risk on the shared real tables: the copula (default settings) against CART.
+"""Fidelity and risk on the shared real tables: the copula (default settings) against its peers.
 
 For each dataset (adult, SD2011 with all 35 columns, CE, NLTCS) the real records are split at
 random into a training part (80%) and a hold-out part (20%) that no synthesizer sees. Each
@@ -35,6 +35,9 @@ Printed per dataset and synthesizer:
   hold-out people are exchangeable and the one-sided permutation p-value
   (``SinglingOut.null_band``): an excess below that quantile is what chance gives;
 * wall: fit and synthesis time in seconds;
+* copula + BART (with ``--targets``): the copula with BART rank-likelihood regressions for the
+  named columns (``CopulaSynthesizer(targets=...)``, 200 trees), so that their nonlinear
+  relations to the other columns survive;
 * converged, max R-hat: the copula fit's own judgement (``CopulaSynthesizer.convergence_table_``,
   the quantities synthesis uses, margins calibrated as synthesis does);
 * extensions: times the copula's chains were continued after failing that check (at most 2
@@ -43,11 +46,15 @@ Printed per dataset and synthesizer:
 The copula runs at its default settings (two chains of 1000 + 1000 iterations, continued for
 1000 more kept draws at most twice while the check fails with R-hat at most 1.1) on up to two
 cores; CART is bayesynth's baseline with synthpop's defaults (density smoothing of numeric
-donors, leaves of at least 5 records).
+donors, leaves of at least 5 records). The peers a Python user would pick, SDV's Gaussian
+copula (``"SDV copula"``) and CTGAN (``"CTGAN"``), run at SDV's defaults in their own
+environment (``make peers`` installs SDV 2.0.0 with PyTorch's CPU build into ``.venv-peers``;
+``_sdv_peer.py``), on the same splits, measured alike.
 
 Usage::
 
     python benchmarks/real_data.py [--datasets sd2011,ce] [--draws 1000] [--seed 1] [--m 5]
+    make peers && python benchmarks/real_data.py --synthesizers "copula,CART,SDV copula,CTGAN"
 """
 
 from __future__ import annotations
@@ -83,6 +90,7 @@ from bayesynth.synthesis import CartSynthesizer, CopulaSynthesizer  # noqa: E402
 logging.getLogger("pymc").setLevel(logging.WARNING)
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+PEERS = Path(__file__).resolve().parents[1] / ".venv-peers" / "bin" / "python"
 
 
 def load(name: str) -> tuple[pd.DataFrame, bs.Schema, str]:
@@ -190,6 +198,51 @@ def measure(train, hold, tables, schema, formula, seed) -> dict:
             "singling out (95% null, p)": _singling(so)}
 
 
+class SdvPeer:
+    """SDV's Gaussian copula or CTGAN through ``_sdv_peer.py`` (SDV lives in its own
+    environment, ``make peers``), with the fit/sample interface of bayesynth's synthesizers.
+
+    Columns are categorical or numerical as bayesynth's schema reads them (a categorical column
+    written as numbers, such as CE's ``Tenure``, is categorical for SDV too); synthetic tables
+    come back with the training table's dtypes (whole-number columns with missing values as
+    floats, as the training table holds them)."""
+
+    def __init__(self, schema, python: str, model: str):
+        self.schema, self.python, self.model = schema, python, model
+
+    def fit(self, train: pd.DataFrame) -> SdvPeer:
+        self.train_ = train
+        return self
+
+    def sample(self, m: int, random_seed: int) -> list[pd.DataFrame]:
+        import subprocess
+        import tempfile
+
+        train = self.train_
+        kinds = {c: "numerical" if self.schema[c].type in ("count", "continuous")
+                 else "categorical" for c in train.columns}
+        with tempfile.TemporaryDirectory() as tmp:
+            src, spec = Path(tmp) / "train.csv", Path(tmp) / "spec.json"
+            train.to_csv(src, index=False)
+            spec.write_text(json.dumps({"columns": kinds, "model": self.model, "m": m,
+                                        "n": len(train), "seed": random_seed}))
+            subprocess.run([self.python, str(Path(__file__).with_name("_sdv_peer.py")),
+                            str(src), str(spec), tmp], check=True)
+            text = {c: str for c, kind in kinds.items() if kind == "categorical"}
+            tables = [pd.read_csv(Path(tmp) / f"syn_{i}.csv", keep_default_na=False,
+                                  na_values=[""], dtype=text) for i in range(m)]
+        return [self._dtypes(t) for t in tables]
+
+    def _dtypes(self, table: pd.DataFrame) -> pd.DataFrame:
+        out = table.copy()
+        for c in self.train_.columns:
+            real = self.train_[c]
+            if pd.api.types.is_numeric_dtype(real.dtype):
+                x = pd.to_numeric(out[c], errors="coerce")
+                out[c] = x.astype(real.dtype) if x.notna().all() else x
+        return out[list(self.train_.columns)]
+
+
 def _singling(so) -> str:
     """The excess, the 95% quantile of its permutation null and the p-value, as text."""
     if not so.n_attacks:
@@ -209,10 +262,17 @@ def main(argv=None) -> None:
     ap.add_argument("--n-factors", type=int, default=None,
                     help="the copula's number of factors (default: its own rule)")
     ap.add_argument("--out", default=None, help="also write the table as JSON here")
+    ap.add_argument("--targets", default="",
+                    help="BART targets of the copula per dataset, e.g. 'ce:Expenditure+Income' "
+                         "(a second row, 'copula + BART', beside the plain copula's)")
+    ap.add_argument("--sdv-python", default=str(PEERS),
+                    help="an interpreter with SDV (default: .venv-peers from 'make peers'), "
+                         "for the synthesizers 'SDV copula' and 'CTGAN'")
     args = ap.parse_args(argv)
     if not DATA.exists():
         raise SystemExit(f"{DATA} is absent: this benchmark needs the shared real data.")
     rows = []
+    targets = {d: t.split("+") for d, t in (x.split(":") for x in args.targets.split(",") if x)}
     for name in args.datasets.split(","):
         df, schema, formula = load(name)
         rng = np.random.default_rng(args.seed)
@@ -224,10 +284,18 @@ def main(argv=None) -> None:
             "copula": lambda: CopulaSynthesizer(schema, draws=args.draws, tune=args.draws,
                                                 n_factors=args.n_factors,
                                                 random_seed=args.seed, progressbar=False),
+            "copula + BART": lambda: CopulaSynthesizer(
+                schema, draws=args.draws, tune=args.draws, n_factors=args.n_factors,
+                random_seed=args.seed, progressbar=False, targets=targets.get(name, [])),
             "CART": lambda: CartSynthesizer(schema, random_seed=args.seed),
+            "SDV copula": lambda: SdvPeer(schema, args.sdv_python, "gaussian_copula"),
+            "CTGAN": lambda: SdvPeer(schema, args.sdv_python, "ctgan"),
         }
+        wanted = args.synthesizers.split(",")
+        if name in targets and "copula" in wanted:
+            wanted.append("copula + BART")
         for label, make in makers.items():
-            if label not in args.synthesizers.split(","):
+            if label not in wanted:
                 continue
             t0 = time.perf_counter()
             with warnings.catch_warnings(record=True) as caught:
