@@ -32,6 +32,8 @@ from bayesynth.samplers.steps import (
     _fixed_gamma,
     _uncovered_variables,
     _ValueIO,
+    initial_state,
+    restore_state,
 )
 
 __all__ = ["RankRegressionGibbs", "SeededPGBART", "has_bart", "bart_steps"]
@@ -76,8 +78,6 @@ class SeededPGBART(pmb.PGBART):
     """
 
     def __init__(self, *args, **kwargs):
-        import copy
-
         from bayesynth.models.bart_rank import training_matrix
 
         model = modelcontext(kwargs.get("model"))
@@ -89,7 +89,7 @@ class SeededPGBART(pmb.PGBART):
         # largest value then leaves one child empty, which PGBART handles).
         self.X = training_matrix(model).copy()
         self.bart.X = self.X
-        self._initial_state = {a: copy.deepcopy(getattr(self, a)) for a in _PGBART_STATE}
+        self._initial_state = initial_state(self, _PGBART_STATE)
 
     def set_rng(self, rng):
         """Set the step's generator and seed NumPy's and numba's global state from it.
@@ -110,10 +110,7 @@ class SeededPGBART(pmb.PGBART):
         PGBART keeps trees only after tuning; without this a second chain would also store its
         burn-in.
         """
-        import copy
-
-        for a, v in self._initial_state.items():
-            setattr(self, a, copy.deepcopy(v))
+        restore_state(self, self._initial_state)
         self.tune = True
 
 

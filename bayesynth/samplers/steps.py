@@ -53,6 +53,7 @@ step                                updates                      full conditiona
 from __future__ import annotations
 
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -405,13 +406,16 @@ _FIXED_ATTRS = frozenset({"structure", "rng", "vars", "tune", "stats_dtypes",
                           "stats_dtypes_shapes", "_BlockedStep__newargs", "_initial_state"})
 
 
-def initial_state(step: Any) -> dict[str, Any]:
+def initial_state(step: Any, names: Sequence[str] | None = None) -> dict[str, Any]:
     """Copy what a step changes while it runs (adaptation, caches, acceptance rates).
 
-    Compiled functions and the model structure are left out: they do not change.
+    With ``names``, those attributes; otherwise every attribute but the compiled functions
+    and the model structure, which do not change.
     """
     import copy
 
+    if names is not None:
+        return {k: copy.deepcopy(getattr(step, k)) for k in names}
     return {k: copy.deepcopy(v) for k, v in vars(step).items()
             if k not in _FIXED_ATTRS and not callable(v) and type(v).__name__ != "PointFunc"}
 
