@@ -99,7 +99,7 @@ class ColumnSchema:
         are rounded to as many.
     digits : int, optional
         Significant digits of the source values, where they carry more than six decimal places
-        but fewer significant digits than a double holds (R's ``write.csv`` writes 15: a
+        and at most 15 significant digits (a double can need 17; R's ``write.csv`` writes 15: a
         body-mass index as ``21.1552942020151``); synthetic values are rounded to as many, so
         that their written form is no longer than the real values' (a classifier told SD2011's
         real body-mass indices from synthetic ones computed at full precision with AUC 0.64 on
