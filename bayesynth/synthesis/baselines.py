@@ -25,7 +25,14 @@ from scipy.stats import invwishart
 from bayesynth.errors import InvalidParameterError, SchemaError, check_integer, is_real
 from bayesynth.models.layout import LatentLayout, OrderedColumn
 from bayesynth.samplers.kernels import draw_z
-from bayesynth.schema import Schema, as_numbers, encode_levels, infer_schema, validate_data
+from bayesynth.schema import (
+    Schema,
+    as_numbers,
+    encode_levels,
+    infer_schema,
+    round_values,
+    validate_data,
+)
 from bayesynth.synthesis._output import _restore, finish, not_modelled
 from bayesynth.synthesis.base import (
     Synthesizer,
@@ -588,10 +595,7 @@ class CartSynthesizer(Synthesizer):
             # copies of the real minimum and maximum at the bounds)
             out[~fixed] = truncnorm.rvs((lo - v) / bw, (hi - v) / bw, loc=v, scale=bw,
                                         random_state=rng)
-        if col.integer:
-            out[~fixed] = np.round(out[~fixed])
-        elif col.decimals is not None:
-            out[~fixed] = np.round(out[~fixed], col.decimals)
+        out[~fixed] = round_values(out[~fixed], col)
         return out
 
     def sample(self, m: int = 1, n_rows: int | None = None,
