@@ -9,13 +9,18 @@ default settings unless told otherwise, and prints
 * per chain, by fifths of the kept draws: the total sum of squared loadings, the mean
   communality and log tau of a few factors (a trend here means the chains have not settled);
 * the latent columns with the largest sum of squared loadings: per chain, with their residual
-  sd and posterior communality lambda' lambda / (lambda' lambda + sigma^2).
+  sd and posterior communality lambda' lambda / (lambda' lambda + sigma^2);
+* per chain, the squared multiple correlation of those columns with all the other latent
+  columns under the model, 1 - 1 / (Omega^-1_jj Omega_jj) (every tenth draw): two chains
+  that disagree here hold different dependence, not only a different split of one variance.
 
 Usage::
 
     python benchmarks/copula_structure.py                    # SD2011, default settings
     python benchmarks/copula_structure.py --nu 30            # lighter-tailed loadings
     python benchmarks/copula_structure.py --data ce --save ce.nc
+    python benchmarks/copula_structure.py --plain-unconstrained   # factor scores and warp
+                                                                  # as before (see --help)
 
 BLAS is pinned to one thread; two chains run on two cores.
 """
@@ -52,7 +57,16 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--top", type=int, default=15, help="columns to list")
     ap.add_argument("--save", default=None, help="write the InferenceData here")
+    ap.add_argument("--plain-unconstrained", action="store_true",
+                    help="draw the factor scores given the unconstrained latent values and "
+                         "warp them with the rest (the sweep before 2026-12-04's "
+                         "twenty-second session)")
     args = ap.parse_args(argv)
+    if args.plain_unconstrained:
+        from bayesynth.samplers.steps import FactorScoresGibbs, WarpMove
+
+        for cls in (FactorScoresGibbs, WarpMove):
+            cls.collapse_unconstrained = False
     if not DATA.exists():
         raise SystemExit(f"{DATA} is absent: this benchmark needs the shared real data.")
     df, schema, _ = load(args.data)
@@ -107,6 +121,18 @@ def main(argv=None) -> None:
         per = " ".join(f"{ss[c, :, j].mean():7.1f}" for c in range(L.shape[0]))
         print(f"  {names[j][:45]:45s} {per}  sigma {sig[..., j].mean():.3f}  "
               f"communality {comm[..., j].mean():.3f}")
+    top = np.argsort(-ss.mean(axis=(0, 1)))[: args.top]
+    r2 = np.zeros((L.shape[0], len(top)))
+    draws = range(0, L.shape[1], 10)
+    for c in range(L.shape[0]):
+        for d in draws:
+            omega = L[c, d] @ L[c, d].T + np.diag(sig[c, d] ** 2)
+            prec = np.linalg.inv(omega)
+            r2[c] += 1.0 - 1.0 / (np.diag(prec)[top] * np.diag(omega)[top])
+    r2 /= len(draws)
+    print("\nsquared multiple correlation with the other latent columns (per chain)")
+    for i, j in enumerate(top):
+        print(f"  {names[j][:45]:45s} " + " ".join(f"{r2[c, i]:.4f}" for c in range(len(r2))))
 
 
 if __name__ == "__main__":

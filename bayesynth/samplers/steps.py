@@ -93,6 +93,7 @@ from bayesynth.samplers.kernels import (
     draw_z,
     factor_mean,
     redraw_unconstrained,
+    unconstrained_patterns,
 )
 
 __all__ = [
@@ -221,6 +222,17 @@ class CopulaStructure:
     def sd(self, point: dict[str, np.ndarray]) -> np.ndarray:
         return np.broadcast_to(np.asarray(self.sd_fn(point), dtype=float).ravel(), (self.p,))
 
+    def unconstrained_patterns(self) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+        """Return the records grouped by their unconstrained latent columns (computed once).
+
+        See :func:`~bayesynth.samplers.kernels.unconstrained_patterns`.
+        """
+        if "patterns" not in self.checks:
+            lay = self.layout
+            self.checks["patterns"] = unconstrained_patterns(lay.n, self.p,
+                                                             lay.unconstrained_records)
+        return self.checks["patterns"]
+
 
 def _mgp_nu(model: pm.Model, structure: CopulaStructure, step: str) -> float:
     """Return nu of the multiplicative gamma process prior on ``Lambda``, checked once per model.
@@ -322,6 +334,48 @@ def _owned_z(z: np.ndarray) -> np.ndarray:
     if z.flags.f_contiguous and z.flags.writeable:
         return z
     return np.array(z, order="F", dtype=np.float64, copy=True)
+
+
+def _constrained_records(layout: LatentLayout, cols: np.ndarray,
+                         collapse: bool) -> list[np.ndarray] | None:
+    """Per column of ``cols``, the records whose latent value the data constrain.
+
+    None when ``collapse`` is off or no column of ``cols`` has an unconstrained record (every
+    record then takes part).
+    """
+    free = dict(layout.unconstrained_records) if collapse else {}
+    if not any(int(j) in free for j in cols):
+        return None
+    out = []
+    for j in cols:
+        keep = np.ones(layout.n, dtype=bool)
+        keep[free.get(int(j), np.zeros(0, dtype=np.int64))] = False
+        out.append(np.flatnonzero(keep))
+    return out
+
+
+def _draw_scores(step: CopulaGibbsStep, point: dict[str, np.ndarray], alpha: np.ndarray,
+                 Lam: np.ndarray, sd: np.ndarray) -> np.ndarray:
+    """Draw the factor scores from their conditional and put them in ``point``.
+
+    With :attr:`FactorScoresGibbs.collapse_unconstrained` (the default) the latent values the
+    data leave unconstrained are integrated out of the scores' conditional and then redrawn
+    given the new scores (in ``point``'s ``z``): one exact block for (eta, z_U); see
+    :func:`~bayesynth.samplers.kernels.draw_eta`. Otherwise the plain block given every value.
+    """
+    s = step.structure
+    key = s.io["z"].key
+    prec = 1.0 / sd**2
+    unc = s.layout.unconstrained_records
+    if not (FactorScoresGibbs.collapse_unconstrained and unc):
+        eta = draw_eta(step.rng, point[key], alpha, Lam, prec)
+    else:
+        z = _owned_z(point[key])
+        eta = draw_eta(step.rng, z, alpha, Lam, prec, patterns=s.unconstrained_patterns())
+        redraw_unconstrained(step.rng, z, alpha, Lam, eta, sd, unc)
+        point[key] = z
+    s.io["eta"].put(point, eta)
+    return eta
 
 
 def _dual_average(initial_step: float, target_accept: float) -> DualAverageAdaptation:
@@ -608,7 +662,9 @@ class FactorScoresGibbs(CopulaGibbsStep):
     scores are updated with those columns' latent values integrated out, by an exact
     Metropolis-Hastings step (:func:`~bayesynth.samplers.kernels.draw_eta_collapsed`); the
     z step that follows redraws those latent values given the new scores. Otherwise the scores
-    come from their multivariate normal full conditional (the paper's block).
+    come from their multivariate normal full conditional (the paper's block), by default with
+    the latent values the data leave unconstrained integrated out and then redrawn
+    (:attr:`collapse_unconstrained`).
 
     Parameters
     ----------
@@ -621,9 +677,15 @@ class FactorScoresGibbs(CopulaGibbsStep):
     """
 
     name = "factor_scores_gibbs"
-    targets = ("eta",)
+    targets = ("eta", "z")
     primary = ("eta",)
     stats_dtypes_shapes = {"tune": (bool, []), "accept": (float, [])}
+    #: Integrate the latent values the data leave unconstrained (missing values, special
+    #: codes, rule-fixed records) out of the scores' conditional, then redraw them given the
+    #: new scores: an exact block for (eta, z_U) (see
+    #: :func:`~bayesynth.samplers.kernels.draw_eta`). Also used where the Hamiltonian move
+    #: and the row move redraw the scores. Off: the paper's block given every value.
+    collapse_unconstrained: ClassVar[bool] = True
 
     def __init__(self, vars=None, *, model=None, rng=None, blocked: bool = True,
                  collapse_levels: bool = False, **pymc_kwargs: Any):
@@ -644,9 +706,9 @@ class FactorScoresGibbs(CopulaGibbsStep):
             eta, self._accept = draw_eta_collapsed(
                 self.rng, z, alpha, Lam, prec, s.value(point, "eta"), s.layout.rpl_columns,
                 s.layout.k_lvl_sign)
+            s.io["eta"].put(point, eta)
         else:
-            eta = draw_eta(self.rng, z, alpha, Lam, prec)
-        s.io["eta"].put(point, eta)
+            _draw_scores(self, point, alpha, Lam, s.sd(point))
 
     def _stats(self) -> dict[str, Any]:
         """Return ``accept``: acceptance rate of the latest update (1 for the plain block)."""
@@ -869,9 +931,9 @@ class InterceptGibbs(CopulaGibbsStep):
                 self.rng, z, alpha, Lam, eta, sd, s.layout, pm_, ps, lam_pp, columns=self._rare,
                 integrate_eta=self.integrate_eta, mode_cache=self._modes)
             s.io["Lambda"].put(point, Lam)
-            if self.integrate_eta:  # the scores were integrated out: redraw them
-                s.io["eta"].put(point, draw_eta(self.rng, z, alpha, Lam, 1.0 / sd**2))
         point[self._zkey] = z
+        if self._rows and self.integrate_eta:  # the scores were integrated out: redraw them
+            _draw_scores(self, point, alpha, Lam, sd)
         s.io["alpha"].put(point, alpha[s.level_cols])
 
     def _stats(self) -> dict[str, Any]:
@@ -1186,6 +1248,10 @@ class WarpMove(CopulaGibbsStep):
 
     name = "warp_move"
     targets = ("z",)
+    #: Warp each column on its constrained records only, leaving the latent values the data
+    #: leave unconstrained as they are (see :func:`~bayesynth.samplers.kernels.draw_warp`).
+    #: Off: every record is warped.
+    collapse_unconstrained: ClassVar[bool] = True
 
     def _setup(self, model):
         lay = self.structure.layout
@@ -1195,6 +1261,12 @@ class WarpMove(CopulaGibbsStep):
             raise IncompatibleModelError("WarpMove needs ordered columns with more than two "
                                          "values.")
         self._zkey = model.rvs_to_values[model["z"]].name
+        self._records = _constrained_records(lay, self._cols, self.collapse_unconstrained)
+        if self._records is not None:
+            # a column unconstrained everywhere has nothing to warp: leave it out
+            ok = [len(r) > 0 for r in self._records]
+            self._cols = self._cols[ok]
+            self._records = [r for r, k in zip(self._records, ok) if k]
 
     def _update(self, point):
         s = self.structure
@@ -1203,7 +1275,8 @@ class WarpMove(CopulaGibbsStep):
         Lam = s.value(point, "Lambda")
         sd = s.sd(point)
         mu = factor_mean(s.alpha_full(point), Lam, s.value(point, "eta"))
-        draw_warp(self.rng, z, mu, sd, np.sqrt((Lam**2).sum(axis=1) + sd**2), self._cols)
+        draw_warp(self.rng, z, mu, sd, np.sqrt((Lam**2).sum(axis=1) + sd**2), self._cols,
+                  self._records)
         point[self._zkey] = z
 
 
@@ -1362,7 +1435,7 @@ class MarginalLoadingsHMC(CopulaGibbsStep):
     """
 
     name = "marginal_loadings_hmc"
-    targets = ("Lambda", "prec", "eta")
+    targets = ("Lambda", "prec", "eta", "z")
     stats_dtypes_shapes = {"tune": (bool, []), "accept_hmc": (float, []),
                            "step_size_hmc": (float, [])}
     #: Leapfrog steps per trajectory.
@@ -1412,7 +1485,7 @@ class MarginalLoadingsHMC(CopulaGibbsStep):
         prec_all[f] = prec_f
         s.io["Lambda"].put(point, Lam)
         s.io["prec"].put(point, prec_f)
-        s.io["eta"].put(point, draw_eta(self.rng, z, alpha, Lam, prec_all))
+        _draw_scores(self, point, alpha, Lam, prec_all**-0.5)
         if self.tune:
             self._adapt.update(self._accept, True)
 

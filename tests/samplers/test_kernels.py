@@ -48,6 +48,41 @@ def test_draw_eta(small, rng):
     _mean_cov_close(draws, m, V)
 
 
+def test_draw_eta_integrates_the_unconstrained_values_out(small, rng):
+    """With patterns, each record's scores follow the normal conditional given its constrained
+    columns only, whatever the values in its unconstrained ones."""
+    L, prec, alpha = small["Lambda"], small["prec"], small["alpha_full"]
+    p, k = small["p"], small["k"]
+    n = 60_000
+    z_i = rng.normal(size=p)
+    z = np.tile(z_i, (n, 1))
+    # three patterns: none free, column 0 free, columns 1 and 2 free (sharing their records)
+    U0 = np.arange(n // 3, 2 * n // 3)
+    U12 = np.arange(2 * n // 3, n)
+    free = [(0, U0), (1, U12), (2, U12)]
+    z[U0, 0] = 40.0 * rng.normal(size=len(U0))  # wild values: they must not matter
+    z[U12, 1:3] = -25.0
+    pats = K.unconstrained_patterns(n, p, free)
+    assert len(pats[1]) == 3 and sum(len(r) for _, r in pats[1]) == n
+    before = z.copy()
+    draws = K.draw_eta(rng, z, alpha, L, prec, patterns=pats)
+    np.testing.assert_array_equal(z, before)  # the input is not modified
+    for rows, keep in ((np.arange(n // 3), [0, 1, 2, 3]), (U0, [1, 2, 3]), (U12, [0, 3])):
+        Lo, po = L[keep], prec[keep]
+        V = np.linalg.inv(np.eye(k) + Lo.T @ np.diag(po) @ Lo)
+        m = V @ Lo.T @ np.diag(po) @ (z_i[keep] - alpha[keep])
+        _mean_cov_close(draws[rows], m, V)
+    # with no free value the patterned and the plain draws agree in law
+    none = K.unconstrained_patterns(n, p, [])
+    _mean_cov_close(K.draw_eta(rng, np.tile(z_i, (n, 1)), alpha, L, prec, patterns=none),
+                    *_eta_moments(L, prec, alpha, z_i))
+
+
+def _eta_moments(L, prec, alpha, z_i):
+    V = np.linalg.inv(np.eye(L.shape[1]) + L.T @ np.diag(prec) @ L)
+    return V @ L.T @ np.diag(prec) @ (z_i - alpha), V
+
+
 def test_draw_Lambda(small, rng):
     p, k = small["p"], small["k"]
     n = 25
@@ -507,6 +542,36 @@ def test_warp_move_keeps_the_rank_posterior(rng):
 
     m, s_ = _reference_by_rejection(mu[:, 0], 0.7, accept, rng, n=600_000)
     _assert_means(out, m, s_)
+
+
+def test_warp_move_on_the_constrained_records_keeps_the_joint_law(rng):
+    """A rank column with two missing values (unconstrained): the warp acting on the four
+    constrained records only, alternated with the z sweep of those four alone, keeps the
+    exact law of all six values (the missing two stay N(mu_i, sd), untouched by the warp)."""
+    df = pd.DataFrame({"x": [0.3, np.nan, 0.9, np.nan, 2.2, 1.1]})
+    lay = _layout(df, continuous=["x"])
+    (j, free), = lay.unconstrained_records
+    assert j == 0 and list(free) == [1, 3]
+    shown = np.array([0, 2, 4, 5])
+    mu = np.array([[0.5, 0.0], [-0.9, 0.0], [0.1, 0.0], [1.4, 0.0], [0.8, 0.0], [-0.3, 0.0]])
+    sd = np.array([0.7, 1.0])
+    z = lay.initial_z()
+    out = np.empty((40_000, 6))
+    for t in range(len(out)):
+        if t % 3 == 0:  # the z sweep draws the missing ones too; in between only the warp acts
+            K.draw_z(rng, z, mu, sd, lay, out=z)
+        K.draw_warp(rng, z, mu, sd, np.array([1.3, 1.0]), np.array([0]), [shown])
+        out[t] = z[:, 0]
+    x = df["x"].to_numpy()
+    order = shown[np.argsort(x[shown])]
+
+    def accept(v):
+        return np.all(np.diff(v[:, order], axis=1) > 0, axis=1)
+
+    m, s_ = _reference_by_rejection(mu[:, 0], 0.7, accept, rng, n=600_000)
+    _assert_means(out, m, s_)
+    for i in (1, 3):  # untouched by the warp: their law is N(mu_i, sd) throughout
+        assert abs(out[:, i].std() - 0.7) < 0.03
 
 
 def test_marginal_phi_loading_conditional(rng):

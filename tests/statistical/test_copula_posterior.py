@@ -132,14 +132,22 @@ def test_collapsed_factor_step_targets_the_same_posterior(seed):
 
 @pytest.mark.slow
 def test_collapsed_loadings_target_the_same_posterior_with_unconstrained_records(seed):
-    """Loadings and precisions drawn with the unconstrained latent values integrated out (a
-    column shown for a fifth of the records, another with a special code, a categorical
-    variable fixed by a rule) and the plain Gibbs blocks must give the same posterior, within
+    """Loadings, precisions and factor scores drawn with the unconstrained latent values
+    integrated out, and the warp acting on the constrained values only (a column shown for a
+    fifth of the records, another with a special code, a categorical
+    variable fixed by a rule), and the plain blocks must give the same posterior, within
     Monte Carlo error."""
     import dataclasses
 
     from bayesynth.rules import Rule
-    from bayesynth.samplers.steps import LoadingsGibbs, PrecisionGibbs
+    from bayesynth.samplers.steps import (
+        FactorScoresGibbs,
+        LoadingsGibbs,
+        PrecisionGibbs,
+        WarpMove,
+    )
+
+    collapsing = (LoadingsGibbs, PrecisionGibbs, FactorScoresGibbs, WarpMove)
 
     r = np.random.default_rng(seed)
     n = 300
@@ -161,8 +169,8 @@ def test_collapsed_loadings_target_the_same_posterior_with_unconstrained_records
     runs = {}
     try:
         for collapse in (False, True):
-            LoadingsGibbs.collapse_unconstrained = collapse
-            PrecisionGibbs.collapse_unconstrained = collapse
+            for cls in collapsing:
+                cls.collapse_unconstrained = collapse
             idata = bs.sample(model, draws=1500, tune=500, chains=2, random_seed=seed,
                               progressbar=False)
             C = np.stack([idata.posterior["C"].sel(latent=a, latent2=b).values
@@ -170,8 +178,8 @@ def test_collapsed_loadings_target_the_same_posterior_with_unconstrained_records
             ess = az.ess(az.convert_to_dataset({"c": C}))["c"].values
             runs[collapse] = (C.mean(axis=(0, 1)), C.std(axis=(0, 1)), ess)
     finally:
-        LoadingsGibbs.collapse_unconstrained = True
-        PrecisionGibbs.collapse_unconstrained = True
+        for cls in collapsing:
+            cls.collapse_unconstrained = True
     (m0, s0, e0), (m1, s1, e1) = runs[False], runs[True]
     se = np.sqrt(s0**2 / e0 + s1**2 / e1)
     assert np.all(np.abs(m0 - m1) < 4.5 * se), (m0, m1, se)
@@ -217,6 +225,7 @@ def test_every_move_together_samples_the_prior_without_data(rng):
     rec = {key: np.empty(T) for key in ("prec", "delta0", "delta1", "phi", "lam2", "alpha",
                                         "alpha2", "alpha_h", "eta", "lam2_mnp")}
     cat = np.r_[lay.k_mnp_cols, lay.k_lvl_cols].astype(int)
+    pats = K.unconstrained_patterns(n, p, lay.unconstrained_records)
     for t in range(T):
         sd = np.ones(p)
         sd[free] = prec**-0.5
@@ -228,7 +237,10 @@ def test_every_move_together_samples_the_prior_without_data(rng):
         Lam = K.draw_Lambda_marginal_phi(rng, z, alpha, eta, sd**-2.0, Lam, tau, nu, unc)
         K.redraw_unconstrained(rng, z, alpha, Lam, eta, sd, unc)
         phi, delta = K.draw_mgp(rng, Lam, delta, nu, shape)
-        eta = K.draw_eta(rng, z, alpha, Lam, sd**-2.0)
+        # every other sweep with the unconstrained values integrated out, then redrawn
+        eta = K.draw_eta(rng, z, alpha, Lam, sd**-2.0, patterns=pats if t % 2 else None)
+        if t % 2:
+            K.redraw_unconstrained(rng, z, alpha, Lam, eta, sd, unc)
         local = [(int(np.flatnonzero(free == j)[0]), U) for j, U in unc if j in free]
         prec = K.draw_prec(rng, z[:, free], alpha[free], Lam[free], eta, a_s, b_s, local)
         sd[free] = prec**-0.5
