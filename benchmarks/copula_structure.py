@@ -117,11 +117,11 @@ def main(argv=None) -> None:
             print(f"chain {ch}: log tau_{h:<2d}           ",
                   " ".join(f"{v:8.2f}" for v in by_fifth(log_tau[ch, :, h])))
     print("\nlargest sums of squared loadings (per chain), residual sd, communality")
-    for j in np.argsort(-ss.mean(axis=(0, 1)))[: args.top]:
+    top = np.argsort(-ss.mean(axis=(0, 1)))[: args.top]
+    for j in top:
         per = " ".join(f"{ss[c, :, j].mean():7.1f}" for c in range(L.shape[0]))
         print(f"  {names[j][:45]:45s} {per}  sigma {sig[..., j].mean():.3f}  "
               f"communality {comm[..., j].mean():.3f}")
-    top = np.argsort(-ss.mean(axis=(0, 1)))[: args.top]
     r2 = np.zeros((L.shape[0], len(top)))
     draws = range(0, L.shape[1], 10)
     for c in range(L.shape[0]):

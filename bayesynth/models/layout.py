@@ -49,6 +49,7 @@ The layout also holds the flat index arrays that the compiled z-step kernel walk
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -253,9 +254,11 @@ class LatentLayout:
         """
         return np.sort(np.r_[self.rank_columns, self.k_lvl_cols]).astype(np.int64)
 
-    @property
+    @cached_property
     def unconstrained_records(self) -> list[tuple[int, np.ndarray]]:
         """Per latent column, the records whose latent value the data leave unconstrained.
+
+        Computed once per layout (the sweep reads it every iteration); do not modify it.
 
         An ordered column's missing values, special codes and rule-fixed records, and the
         records of a multinomial-probit variable that show no level of it (fixed by a rule):

@@ -2059,12 +2059,12 @@ def _warp_log_target(t, sh, lch, mj, c, s0, inv_var):  # pragma: no cover - comp
 
 
 @numba.njit(cache=True)
-def _warp_sweep(st, zT, muT, sd, scale, cols, centers, rec_off, rec_idx, sh, lch,
-                mj):  # pragma: no cover - compiled
+def _warp_sweep(st, zT, muT, sd, scale, cols, centers, rec_start, rec_stop, rec_idx, sh,
+                lch, mj):  # pragma: no cover - compiled
     for r in range(cols.shape[0]):
         j = cols[r]
         zj = zT[j]
-        idx = rec_idx[rec_off[r]:rec_off[r + 1]]
+        idx = rec_idx[rec_start[r]:rec_stop[r]]
         m = idx.shape[0]
         c = zj[idx[centers[r]]]
         s0 = scale[j]
@@ -2172,19 +2172,22 @@ def draw_warp(
     cols = np.asarray(cols, dtype=np.int64)
     if not len(cols):
         return
-    if records is None:
-        records = [np.arange(n)] * len(cols)
-    sizes = np.array([len(r) for r in records], dtype=np.int64)
-    if len(sizes) != len(cols) or np.any(sizes < 1):
-        raise ValueError("draw_warp: give one non-empty array of records per column.")
-    rec_off = np.r_[0, np.cumsum(sizes)].astype(np.int64)
-    rec_idx = np.concatenate([np.asarray(r, dtype=np.int64) for r in records])
+    if records is None:  # every column on every record: one shared index range
+        rec_idx = np.arange(n, dtype=np.int64)
+        sizes = np.full(len(cols), n, dtype=np.int64)
+        rec_start = np.zeros(len(cols), dtype=np.int64)
+    else:
+        sizes = np.array([len(r) for r in records], dtype=np.int64)
+        if len(sizes) != len(cols) or np.any(sizes < 1):
+            raise ValueError("draw_warp: give one non-empty array of records per column.")
+        rec_start = np.r_[0, np.cumsum(sizes)[:-1]].astype(np.int64)
+        rec_idx = np.concatenate([np.asarray(r, dtype=np.int64) for r in records])
     st, _ = new_state(rng)
     centers = rng.integers(0, sizes)  # a position in each column's records
     _warp_sweep(st, z.T, np.ascontiguousarray(np.asarray(mu, dtype=np.float64).T),
                 np.ascontiguousarray(sd, dtype=np.float64),
-                np.ascontiguousarray(scale, dtype=np.float64), cols, centers, rec_off,
-                rec_idx, np.empty(n), np.empty(n), np.empty(n))
+                np.ascontiguousarray(scale, dtype=np.float64), cols, centers, rec_start,
+                rec_start + sizes, rec_idx, np.empty(n), np.empty(n), np.empty(n))
 
 
 def draw_factor_scale(

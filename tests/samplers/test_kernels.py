@@ -574,6 +574,26 @@ def test_warp_move_on_the_constrained_records_keeps_the_joint_law(rng):
         assert abs(out[:, i].std() - 0.7) < 0.03
 
 
+def test_warp_move_touches_each_columns_records_only(rng):
+    """With records per column, each column is warped on its own records (which move) and
+    nowhere else (bit for bit)."""
+    n = 30
+    z = np.asfortranarray(rng.normal(size=(n, 3)))
+    mu = rng.normal(size=(n, 3))
+    recs = [np.arange(0, n, 2), np.arange(5, 17)]
+    cols = np.array([0, 2])
+    moved = np.zeros((n, 3), dtype=bool)
+    for _ in range(20):
+        before = z.copy()
+        K.draw_warp(rng, z, mu, np.ones(3), np.ones(3), cols, recs)
+        moved |= z != before
+    expect = np.zeros((n, 3), dtype=bool)
+    for j, R in zip(cols, recs):
+        expect[R, j] = True
+    assert not np.any(moved & ~expect)
+    assert moved[expect].mean() > 0.9  # all but the centres moved at some point
+
+
 def test_marginal_phi_loading_conditional(rng):
     """One loading with phi integrated out: normal likelihood times a Student-t prior, against
     the density integrated numerically."""
