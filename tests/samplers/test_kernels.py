@@ -839,6 +839,48 @@ def test_categorical_rows_with_scores_integrated_out_target_the_marginal_probit(
     assert lay.bounds_satisfied(z)
 
 
+def test_categorical_rows_with_scores_integrated_out_carry_each_columns_update(rng,
+                                                                              monkeypatch):
+    """With several columns moved in one call, each column's target is built from the others'
+    current values: the scores' conditional means given the other columns, [1, T V], as the
+    searches see them, against those recomputed from scratch from the earlier columns' new
+    latent values and parameters and the later columns' old ones."""
+    n, k = 40, 2
+    df = pd.DataFrame({"y1": rng.integers(0, 2, n), "y2": rng.integers(0, 2, n),
+                       "y3": rng.integers(0, 2, n), "w": rng.normal(size=n)})
+    lay = _layout(df, binary=["y1", "y2", "y3"])
+    p = lay.initial_z().shape[1]
+    z = lay.initial_z()
+    alpha = rng.normal(size=p) * 0.3
+    Lam = rng.normal(size=(p, k))
+    sd = rng.uniform(0.5, 1.5, size=p)
+    prec = sd**-2.0
+    seen = []
+    real_mode = K._row_mode
+
+    def spy(start, X, *args):
+        seen.append(X.copy())
+        return real_mode(start, X, *args)
+
+    monkeypatch.setattr(K, "_row_mode", spy)
+    z0, a0, L0 = z.copy(), alpha.copy(), Lam.copy()
+    cols = [int(b.latent[0]) for b in lay.categorical]  # kernel order: one column each
+    a1, L1, _ = K.draw_categorical_rows(rng, z, alpha, Lam, np.zeros((n, k)), sd, lay,
+                                        np.zeros(p), np.ones(p), np.ones((p, k)),
+                                        integrate_eta=True)
+    assert len(seen) == 2 * len(cols)  # a search at the current and one at the proposed scale
+    for c, j in enumerate(cols):
+        done = cols[:c]  # moved before column j: new values; the rest as they were
+        zc, ac, Lc = z0.copy(), a0.copy(), L0.copy()
+        zc[:, done], ac[done], Lc[done] = z[:, done], a1[done], L1[done]
+        others = [q for q in range(p) if q != j]
+        P = np.eye(k) + (Lc[others].T * prec[others]) @ Lc[others]
+        T = ((zc[:, others] - ac[others]) * prec[others]) @ Lc[others]
+        expect = np.column_stack([np.ones(n), T @ np.linalg.inv(P)])
+        np.testing.assert_allclose(seen[2 * c], expect, rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(seen[2 * c + 1], expect, rtol=1e-10, atol=1e-10)
+
+
 def test_score_translation_conditional_is_the_orbit_density(rng):
     """The shift d of the score translation move: the kernel's normal conditional equals the
     full joint log density evaluated along the orbit (every term, including those the move is
