@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import arviz as az
 import numpy as np
 import pandas as pd
@@ -773,7 +775,8 @@ def test_row_target_derivatives_and_mode(rng):
     assert np.all(np.linalg.eigvalsh(H) < 0)  # log-concave
     modes = []
     for start in (np.zeros(d), rng.normal(size=d) * 3.0):
-        m, L = K._row_mode(start, X, kind, bound, inv, mu0, P0, grad, H, 30)
+        m, L, conv = K._row_mode(start, X, kind, bound, inv, mu0, P0, grad, H, 30)
+        assert conv
         K._row_target(m, X, kind, bound, inv, mu0, P0, grad, H, True)
         assert np.max(np.abs(np.linalg.solve(H, grad))) < 1e-9
         np.testing.assert_allclose(L @ L.T, -H, rtol=1e-12, atol=1e-12)
@@ -879,6 +882,33 @@ def test_categorical_rows_with_scores_integrated_out_carry_each_columns_update(r
         expect = np.column_stack([np.ones(n), T @ np.linalg.inv(P)])
         np.testing.assert_allclose(seen[2 * c], expect, rtol=1e-10, atol=1e-10)
         np.testing.assert_allclose(seen[2 * c + 1], expect, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("integrate_eta", [False, True])
+def test_categorical_rows_reject_when_the_newton_search_stalls(rng, integrate_eta):
+    """A search cut off before the mode (one Newton step from a start near it) gives no
+    valid proposal: the column keeps its intercept and loadings, its latent values stay in
+    their bounds, and a RuntimeWarning names it; with enough steps, from a start near the
+    mode, the proposal is accepted."""
+    n, k = 200, 1
+    df = pd.DataFrame({"y": rng.integers(0, 2, n), "w": rng.normal(size=n)})
+    lay = _layout(df, binary=["y"])
+    p = lay.initial_z().shape[1]
+    z = lay.initial_z()
+    eta = rng.normal(size=(n, k))
+    alpha, Lam = np.full(p, 0.4), np.full((p, k), -0.4)  # near the mode, not at it
+    args = (eta, np.ones(p), lay, np.zeros(p), np.ones(p), np.ones((p, k)))
+    for _ in range(10):  # proposals near the mode would mostly be accepted
+        with pytest.warns(RuntimeWarning, match="did not converge"):
+            a1, L1, acc = K.draw_categorical_rows(rng, z, alpha, Lam, *args, newton_steps=1,
+                                                  integrate_eta=integrate_eta)
+        assert acc == 0.0 and np.array_equal(a1, alpha) and np.array_equal(L1, Lam)
+        assert lay.bounds_satisfied(z)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        accs = [K.draw_categorical_rows(rng, z, np.zeros(p), np.zeros((p, k)), *args,
+                                        integrate_eta=integrate_eta)[2] for _ in range(5)]
+    assert max(accs) == 1.0
 
 
 def test_score_translation_conditional_is_the_orbit_density(rng):
