@@ -321,8 +321,31 @@ def _eta_by_pattern(P, LtS, Lambda, rhs, noise, col_idx, col_off, row_idx, row_o
                 for b in range(k):
                     Pg[a, b] -= la * Lambda[j, b]
         L = np.linalg.cholesky(Pg)
+        r0, r1 = row_off[g], row_off[g + 1]
+        if r1 - r0 >= 16:  # many records: two matrix products (BLAS) with L^-1
+            Linv = np.zeros((k, k))
+            for c in range(k):  # L Linv = I, column by column
+                for a in range(c, k):
+                    acc = 1.0 if a == c else 0.0
+                    for b in range(c, a):
+                        acc -= L[a, b] * Linv[b, c]
+                    Linv[a, c] = acc / L[a, a]
+            rows = row_idx[r0:r1]
+            R = np.empty((r1 - r0, k))
+            E = np.empty((r1 - r0, k))
+            for q in range(r1 - r0):
+                for a in range(k):
+                    R[q, a] = rhs[rows[q], a]
+                    E[q, a] = noise[rows[q], a]
+            # rows: m_i' = rhs_i' Linv', eta_i' = (m_i + e_i)' Linv
+            M = np.dot(R, np.ascontiguousarray(Linv.T)) + E
+            Eg = np.dot(M, Linv)
+            for q in range(r1 - r0):
+                for a in range(k):
+                    eta[rows[q], a] = Eg[q, a]
+            continue
         U = np.ascontiguousarray(L.T)  # rows of L' contiguous for the back substitution
-        for q in range(row_off[g], row_off[g + 1]):
+        for q in range(r0, r1):
             i = row_idx[q]
             for a in range(k):  # L m = rhs_i
                 acc = rhs[i, a]
