@@ -1948,6 +1948,25 @@ def _add_column_scores(T, zj, a_new, lam_new, pj):  # pragma: no cover - compile
     return None
 
 
+def _proposal_noise(rng: np.random.Generator, d: int, df: float) -> np.ndarray:
+    """Draw standard normal (``df`` infinite) or standard multivariate Student-t noise."""
+    e = rng.standard_normal(d)
+    if math.isinf(df):
+        return e
+    return e / math.sqrt(rng.chisquare(df) / df)
+
+
+def _proposal_kernel(u: np.ndarray, df: float) -> float:
+    """Return the log kernel of that noise at u.
+
+    Normal: -u'u / 2; Student-t: -(df + d) log1p(u'u / df) / 2.
+    """
+    q = float(u @ u)
+    if math.isinf(df):
+        return -0.5 * q
+    return -0.5 * (df + len(u)) * math.log1p(q / df)
+
+
 def draw_categorical_rows(
     rng: np.random.Generator,
     z: np.ndarray,
@@ -1964,6 +1983,7 @@ def draw_categorical_rows(
     columns: np.ndarray | None = None,
     integrate_eta: bool = False,
     mode_cache: np.ndarray | None = None,
+    proposal_df: float = math.inf,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """Draw each categorical column's intercept and loadings with its latent values integrated out.
 
@@ -2076,12 +2096,13 @@ def draw_categorical_rows(
             lp_cur = _row_target(cur, X, kind, bound, inv, mu0, P0, grad, H, False)
             mode, L, conv = _row_mode(cur, X, kind, bound, inv, mu0, P0, grad, H,
                                       newton_steps)
-            prop = mode + solve_triangular(L.T, rng.standard_normal(d), lower=False)
+            prop = mode + solve_triangular(L.T, _proposal_noise(rng, d, proposal_df),
+                                           lower=False)
             u_cur = L.T @ (cur - mode)
             u_prop = L.T @ (prop - mode)
             lp_prop = _row_target(prop, X, kind, bound, inv, mu0, P0, grad, H, False)
-            log_ratio = (lp_prop - lp_cur - 0.5 * float(u_cur @ u_cur)
-                         + 0.5 * float(u_prop @ u_prop))
+            log_ratio = (lp_prop - lp_cur + _proposal_kernel(u_cur, proposal_df)
+                         - _proposal_kernel(u_prop, proposal_df))
             if not conv:
                 stalled.append(j)
             if _log_uniform(rng) < log_ratio and conv:
@@ -2107,7 +2128,8 @@ def draw_categorical_rows(
                                         H, newton_steps)
         if mode_cache is not None:
             mode_cache[c] = mode_c
-        prop = mode_c + solve_triangular(L_c.T, rng.standard_normal(d), lower=False)
+        prop = mode_c + solve_triangular(L_c.T, _proposal_noise(rng, d, proposal_df),
+                                         lower=False)
         s_prop = math.sqrt(float(sd[j]) ** 2 + float(prop[1:] @ V @ prop[1:]))
         # the mode at the proposal's scale lies next to mode_c rescaled by the scale ratio:
         # start there (Newton converges to the unique mode from any start; the start only
@@ -2118,8 +2140,8 @@ def draw_categorical_rows(
         lp_prop = _row_target(prop, Xm, kind, bound, 1.0 / s_prop, mu0, P0, grad, H, False)
         u_c = L_c.T @ (prop - mode_c)  # forward proposal density at prop
         u_p = L_p.T @ (cur - mode_p)  # reverse proposal density at cur
-        log_q_fwd = -0.5 * float(u_c @ u_c) + float(np.sum(np.log(np.diag(L_c))))
-        log_q_rev = -0.5 * float(u_p @ u_p) + float(np.sum(np.log(np.diag(L_p))))
+        log_q_fwd = _proposal_kernel(u_c, proposal_df) + float(np.sum(np.log(np.diag(L_c))))
+        log_q_rev = _proposal_kernel(u_p, proposal_df) + float(np.sum(np.log(np.diag(L_p))))
         log_ratio = lp_prop - lp_cur + log_q_rev - log_q_fwd
         s_new = s_cur
         if not (conv_c and conv_p):

@@ -336,10 +336,11 @@ def test_location_transport_step_is_optional_and_moves_only_categorical_intercep
 
 
 @pytest.mark.parametrize("afford", [0, 1, 2, None])
-def test_intercept_step_updates_every_categorical_column_once(model, monkeypatch, afford):
-    """InterceptGibbs gives each categorical column exactly one of its two exact moves: the
-    joint (intercept, loadings) row move to the rarest columns the budget affords, the
-    intercept-only collapsed update to the rest (none skipped, none updated twice)."""
+def test_intercept_step_slices_every_intercept_and_row_moves_the_rarest(model, monkeypatch,
+                                                                       afford):
+    """InterceptGibbs gives every categorical column the intercept-only collapsed slice, and
+    the joint (intercept, loadings) row move to the rarest columns the budget affords (an
+    independence sampler, which needs the slice to leave a tail)."""
     import importlib
 
     from bayesynth.samplers.steps import InterceptGibbs
@@ -369,8 +370,14 @@ def test_intercept_step_updates_every_categorical_column_once(model, monkeypatch
     rows = seen.get("rows", np.zeros(n_cols, dtype=bool))
     alpha = seen.get("alpha", np.zeros(n_cols, dtype=bool))
     np.testing.assert_array_equal(rows, step._rare)
-    np.testing.assert_array_equal(rows ^ alpha, np.ones(n_cols, dtype=bool))
+    np.testing.assert_array_equal(alpha, np.ones(n_cols, dtype=bool))
     assert rows.sum() == (n_cols if afford is None else afford)
+    # with a random subset of the intercepts, the row-moved columns are always in it
+    monkeypatch.setattr(InterceptGibbs, "max_columns", 1)
+    for _ in range(5):
+        step._update(point)
+        assert np.all(seen["alpha"][step._rare])
+        assert seen["alpha"][~step._rare].sum() == min(1, (~step._rare).sum())
 
 
 def test_loadings_and_precision_steps_redraw_exactly_the_unconstrained_latent_values(
