@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import warnings
 from collections.abc import Sequence
 
 import numba
@@ -1923,48 +1924,18 @@ def _row_target(theta, X, kind, bound, inv_sd, mu0, P0, grad, H, need):  # pragm
 
 
 @numba.njit(cache=True)
-def _drop_column_scores(T, zj, a_old, lam_old, pj):  # pragma: no cover - compiled
-    """Remove column j's term pj (z_ij - a_old) lambda_j from T (in place).
+def _add_column_scores(T, zj, a_j, lam_j, pj):  # pragma: no cover - compiled
+    """Add column j's term pj (z_ij - a_j) lambda_j to T, in place (pj < 0 removes it).
 
     T holds Lambda' D^-1 (z_i - alpha) per record; without column j's term, T V is the mean
     of eta_i given the other columns.
     """
     n, k = T.shape
     for i in range(n):
-        c = pj * (zj[i] - a_old)
+        c = pj * (zj[i] - a_j)
         for a in range(k):
-            T[i, a] -= c * lam_old[a]
+            T[i, a] += c * lam_j[a]
     return None
-
-
-@numba.njit(cache=True)
-def _add_column_scores(T, zj, a_new, lam_new, pj):  # pragma: no cover - compiled
-    """Add column j's term pj (z_ij - a_new) lambda_j back to T (in place)."""
-    n, k = T.shape
-    for i in range(n):
-        c = pj * (zj[i] - a_new)
-        for a in range(k):
-            T[i, a] += c * lam_new[a]
-    return None
-
-
-def _proposal_noise(rng: np.random.Generator, d: int, df: float) -> np.ndarray:
-    """Draw standard normal (``df`` infinite) or standard multivariate Student-t noise."""
-    e = rng.standard_normal(d)
-    if math.isinf(df):
-        return e
-    return e / math.sqrt(rng.chisquare(df) / df)
-
-
-def _proposal_kernel(u: np.ndarray, df: float) -> float:
-    """Return the log kernel of that noise at u.
-
-    Normal: -u'u / 2; Student-t: -(df + d) log1p(u'u / df) / 2.
-    """
-    q = float(u @ u)
-    if math.isinf(df):
-        return -0.5 * q
-    return -0.5 * (df + len(u)) * math.log1p(q / df)
 
 
 def draw_categorical_rows(
@@ -1983,7 +1954,6 @@ def draw_categorical_rows(
     columns: np.ndarray | None = None,
     integrate_eta: bool = False,
     mode_cache: np.ndarray | None = None,
-    proposal_df: float = math.inf,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """Draw each categorical column's intercept and loadings with its latent values integrated out.
 
@@ -2096,13 +2066,12 @@ def draw_categorical_rows(
             lp_cur = _row_target(cur, X, kind, bound, inv, mu0, P0, grad, H, False)
             mode, L, conv = _row_mode(cur, X, kind, bound, inv, mu0, P0, grad, H,
                                       newton_steps)
-            prop = mode + solve_triangular(L.T, _proposal_noise(rng, d, proposal_df),
-                                           lower=False)
+            prop = mode + solve_triangular(L.T, rng.standard_normal(d), lower=False)
             u_cur = L.T @ (cur - mode)
             u_prop = L.T @ (prop - mode)
             lp_prop = _row_target(prop, X, kind, bound, inv, mu0, P0, grad, H, False)
-            log_ratio = (lp_prop - lp_cur + _proposal_kernel(u_cur, proposal_df)
-                         - _proposal_kernel(u_prop, proposal_df))
+            log_ratio = (lp_prop - lp_cur - 0.5 * float(u_cur @ u_cur)
+                         + 0.5 * float(u_prop @ u_prop))
             if not conv:
                 stalled.append(j)
             if _log_uniform(rng) < log_ratio and conv:
@@ -2119,7 +2088,7 @@ def draw_categorical_rows(
         V = 0.5 * (V + V.T)
         # T loses column j's term (in place) and Xm = [1, T V]: the scores' conditional
         # means given the other columns
-        _drop_column_scores(T, zT[j], a_old, lam_old, float(prec[j]))
+        _add_column_scores(T, zT[j], a_old, lam_old, -float(prec[j]))
         np.matmul(T, V, out=TV)
         Xm[:, 1:] = TV
         s_cur = math.sqrt(float(sd[j]) ** 2 + float(cur[1:] @ V @ cur[1:]))
@@ -2128,8 +2097,7 @@ def draw_categorical_rows(
                                         H, newton_steps)
         if mode_cache is not None:
             mode_cache[c] = mode_c
-        prop = mode_c + solve_triangular(L_c.T, _proposal_noise(rng, d, proposal_df),
-                                         lower=False)
+        prop = mode_c + solve_triangular(L_c.T, rng.standard_normal(d), lower=False)
         s_prop = math.sqrt(float(sd[j]) ** 2 + float(prop[1:] @ V @ prop[1:]))
         # the mode at the proposal's scale lies next to mode_c rescaled by the scale ratio:
         # start there (Newton converges to the unique mode from any start; the start only
@@ -2140,8 +2108,8 @@ def draw_categorical_rows(
         lp_prop = _row_target(prop, Xm, kind, bound, 1.0 / s_prop, mu0, P0, grad, H, False)
         u_c = L_c.T @ (prop - mode_c)  # forward proposal density at prop
         u_p = L_p.T @ (cur - mode_p)  # reverse proposal density at cur
-        log_q_fwd = _proposal_kernel(u_c, proposal_df) + float(np.sum(np.log(np.diag(L_c))))
-        log_q_rev = _proposal_kernel(u_p, proposal_df) + float(np.sum(np.log(np.diag(L_p))))
+        log_q_fwd = -0.5 * float(u_c @ u_c) + float(np.sum(np.log(np.diag(L_c))))
+        log_q_rev = -0.5 * float(u_p @ u_p) + float(np.sum(np.log(np.diag(L_p))))
         log_ratio = lp_prop - lp_cur + log_q_rev - log_q_fwd
         s_new = s_cur
         if not (conv_c and conv_p):
@@ -2154,8 +2122,6 @@ def draw_categorical_rows(
         P = Pm + prec[j] * np.outer(cur[1:], cur[1:])
         _add_column_scores(T, zT[j], float(cur[0]), cur[1:].copy(), float(prec[j]))
     if stalled:
-        import warnings
-
         warnings.warn(
             f"draw_categorical_rows: the Newton search to the mode of latent column(s) "
             f"{sorted(set(stalled))} did not converge in {newton_steps} steps; those proposals "
