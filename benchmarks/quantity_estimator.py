@@ -48,7 +48,8 @@ from bayesynth.models.copula_quantities import (  # noqa: E402
 )
 
 
-def judge(idata, variable: str, columns: list[str], n_mc: int, seed: int) -> dict:
+def posterior_arrays(idata) -> tuple:
+    """The blocks, the chain and draw counts, and the draws' (alpha_full, Lambda, sigma)."""
     post = idata.posterior
     blocks = CopulaBlocks.from_dict(json.loads(post.attrs[BLOCKS_ATTR]))
     latent = [str(v) for v in post.coords["latent"].values]
@@ -59,6 +60,11 @@ def judge(idata, variable: str, columns: list[str], n_mc: int, seed: int) -> dic
     af = np.zeros((nc * nd, p))
     af[:, [latent.index(str(v)) for v in post.coords["level"].values]] = \
         post["alpha"].values.reshape(nc * nd, -1)
+    return blocks, nc, nd, af, Lam, sig
+
+
+def judge(arrays: tuple, variable: str, columns: list[str], n_mc: int, seed: int) -> dict:
+    blocks, nc, nd, af, Lam, sig = arrays
     t0 = time.perf_counter()
     q = implied_quantities(af, Lam, sig, blocks, n_mc=n_mc, random_seed=seed, pairs=False)
     secs = time.perf_counter() - t0
@@ -100,10 +106,10 @@ def main(argv=None) -> None:
         df, _, _ = load("sd2011")
         rng = np.random.default_rng(1)
         idx = rng.permutation(len(df))
-        train = df.iloc[idx[: int(0.8 * len(df))]].reset_index(drop=True)[cols].dropna()
+        train = df.iloc[idx[: int(0.8 * len(df))]][cols].dropna().reset_index(drop=True)
         schema = bs.infer_schema(train, suggest=False,
                                  categorical=[c for c in cols if train[c].dtype == object])
-        model = bs.models.rank_probit_copula(train.reset_index(drop=True), schema)
+        model = bs.models.rank_probit_copula(train, schema)
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -114,10 +120,11 @@ def main(argv=None) -> None:
               f"k = {len(model.coords['factor'])}, {time.perf_counter() - t0:.0f} s", flush=True)
         if args.save:
             idata.to_netcdf(args.save)
+    arrays = posterior_arrays(idata)
     rows = []
     for n_mc in (int(v) for v in args.points.split(",")):
         for seed in (0, 1):
-            rows.append(judge(idata, args.variable, args.ordered.split(","), n_mc, seed))
+            rows.append(judge(arrays, args.variable, args.ordered.split(","), n_mc, seed))
             print(rows[-1], flush=True)
     import pandas as pd
 
