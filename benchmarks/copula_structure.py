@@ -41,7 +41,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_data import DATA, load  # noqa: E402
+from real_data import DATA, load, split  # noqa: E402
 
 import bayesynth as bs  # noqa: E402
 from bayesynth.models.copula_quantities import synthesis_quantity_table  # noqa: E402
@@ -70,8 +70,7 @@ def main(argv=None) -> None:
     if not DATA.exists():
         raise SystemExit(f"{DATA} is absent: this benchmark needs the shared real data.")
     df, schema, _ = load(args.data)
-    idx = np.random.default_rng(1).permutation(len(df))  # real_data.py's training split
-    train = df.iloc[idx[: int(0.8 * len(df))]].reset_index(drop=True)
+    train, _ = split(df)  # real_data.py's training split
     model = bs.models.rank_probit_copula(bs.schema.as_numbers(train), schema,
                                          n_factors=args.n_factors, nu=args.nu)
     names = [str(v) for v in model.coords["latent"]]

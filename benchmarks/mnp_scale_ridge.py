@@ -140,8 +140,7 @@ def main() -> None:
     ap.add_argument("--tune", type=int, default=1000)
     args = ap.parse_args()
     df, schema, _ = rd.load("ce")
-    idx = np.random.default_rng(1).permutation(len(df))
-    train = df.iloc[idx[: int(0.8 * len(df))]].reset_index(drop=True)
+    train, _ = rd.split(df)
     model = rank_probit_copula(train, schema)
     last: dict[int, dict] = {}
 

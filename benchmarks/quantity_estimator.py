@@ -38,7 +38,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_data import DATA, load  # noqa: E402
+from real_data import DATA, load, split  # noqa: E402
 
 import bayesynth as bs  # noqa: E402
 from bayesynth.models.copula_quantities import (  # noqa: E402
@@ -104,9 +104,7 @@ def main(argv=None) -> None:
             raise SystemExit(f"{DATA} is absent: this benchmark needs the shared real data.")
         cols = args.columns.split(",")
         df, _, _ = load("sd2011")
-        rng = np.random.default_rng(1)
-        idx = rng.permutation(len(df))
-        train = df.iloc[idx[: int(0.8 * len(df))]][cols].dropna().reset_index(drop=True)
+        train = split(df)[0][cols].dropna().reset_index(drop=True)
         schema = bs.infer_schema(train, suggest=False,
                                  categorical=[c for c in cols if train[c].dtype == object])
         model = bs.models.rank_probit_copula(train, schema)

@@ -93,6 +93,20 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 PEERS = Path(__file__).resolve().parents[1] / ".venv-peers" / "bin" / "python"
 
 
+def split(df: pd.DataFrame, seed: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The benchmarks' 80/20 split of a table into training and hold-out records.
+
+    A permutation from ``numpy.random.default_rng(seed)``: the first 80% of it (rounded down)
+    is the training table, the rest the hold-out; both with a fresh index. Every SD2011, CE,
+    NLTCS and adult figure in benchmarks/README.md was measured on the training table of
+    seed 1.
+    """
+    idx = np.random.default_rng(seed).permutation(len(df))
+    cut = int(0.8 * len(df))
+    return (df.iloc[idx[:cut]].reset_index(drop=True),
+            df.iloc[idx[cut:]].reset_index(drop=True))
+
+
 def load(name: str) -> tuple[pd.DataFrame, bs.Schema, str]:
     """The table, the schema a user would write, and a regression of substantive interest."""
     if name == "adult":
@@ -275,11 +289,7 @@ def main(argv=None) -> None:
     targets = {d: t.split("+") for d, t in (x.split(":") for x in args.targets.split(",") if x)}
     for name in args.datasets.split(","):
         df, schema, formula = load(name)
-        rng = np.random.default_rng(args.seed)
-        idx = rng.permutation(len(df))
-        cut = int(0.8 * len(df))
-        train = df.iloc[idx[:cut]].reset_index(drop=True)
-        hold = df.iloc[idx[cut:]].reset_index(drop=True)
+        train, hold = split(df, args.seed)
         makers = {
             "copula": lambda: CopulaSynthesizer(schema, draws=args.draws, tune=args.draws,
                                                 n_factors=args.n_factors,
