@@ -147,7 +147,8 @@ def main(argv=None) -> None:
     qx = quantity_draws(idata, worst).ravel()
     rows = []
     for name, x in parameter_draws(idata).items():
-        tenths = x.reshape(x.shape[0], 10, -1).mean(axis=-1) if x.shape[1] >= 10 else x
+        tenths = np.array([[part.mean() for part in np.array_split(chain, min(10, len(chain)))]
+                           for chain in x])
         rows.append({"parameter": name, "mean": float(x.mean()), "ess_bulk": float(az.ess(x)),
                      "r_hat": float(az.rhat(x)),
                      f"corr with {worst}": float(np.corrcoef(x.ravel(), qx)[0, 1]),
