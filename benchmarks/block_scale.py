@@ -46,6 +46,7 @@ import pandas as pd  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from quantity_estimator import posterior_arrays  # noqa: E402
 from real_data import DATA, load, split  # noqa: E402
 
 import bayesynth as bs  # noqa: E402
@@ -82,16 +83,7 @@ def parameter_draws(idata) -> dict[str, np.ndarray]:
 
 def quantity_draws(idata, label: str) -> np.ndarray:
     """One conditional mean ``E[column | variable=level]`` per draw, shape (chain, draw)."""
-    post = idata.posterior
-    blocks = CopulaBlocks.from_dict(json.loads(post.attrs[BLOCKS_ATTR]))
-    latent = [str(v) for v in post.coords["latent"].values]
-    nc, nd = post.sizes["chain"], post.sizes["draw"]
-    p = len(latent)
-    Lam = post["Lambda"].transpose("chain", "draw", ...).values.reshape(nc * nd, p, -1)
-    sig = post["sigma"].transpose("chain", "draw", ...).values.reshape(nc * nd, p)
-    af = np.zeros((nc * nd, p))
-    af[:, [latent.index(str(v)) for v in post.coords["level"].values]] = \
-        post["alpha"].transpose("chain", "draw", ...).values.reshape(nc * nd, -1)
+    blocks, nc, nd, af, Lam, sig = posterior_arrays(idata)
     column, level = label[2:-1].split(" | ")
     q = implied_quantities(af, Lam, sig, blocks, pairs=False)
     h = blocks.category_labels.index(level)
