@@ -86,8 +86,9 @@ BLOCKS_ATTR = "copula_blocks"
 #: means of height and weight given the 16 regions, whose posterior sd is about 0.055: at 2,000
 #: points their median bulk ESS was 37-43 and their posterior sd 0.067 (two seeds of the
 #: points), at 8,000 149-176 and 0.058, at 100,000 244-259 and 0.055; the largest R-hat
-#: 1.15-1.26, 1.10-1.11 and 1.07-1.10. On SD2011's whole table a draw then costs 0.17 s
-#: instead of 0.11 s. (Integrating part of each utility's residual out of the level
+#: 1.15-1.26, 1.10-1.11 and 1.07-1.10. On SD2011's whole table (k = 20, p* = 147; one
+#: core, nothing else running, 40 draws) a draw then costs 0.094-0.099 s instead of
+#: 0.063-0.065 s. (Integrating part of each utility's residual out of the level
 #: indicators by quadrature was measured too: at equal cost, more points did better.)
 N_MC = 8000
 
