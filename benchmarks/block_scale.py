@@ -13,7 +13,9 @@ quantities, the slowest of these identified parameters:
   the logit scale (scale and rotation invariant);
 
 each with its R-hat and bulk ESS, its chain means by tenths of the kept draws, and its
-correlation across draws with the slowest quantity. ``--transport-tries`` runs the utility
+correlation across draws with the slowest quantity; then the leading principal direction of
+all of them (standardised), with its R-hat, ESS and largest weights: which parameters drift
+together. ``--transport-tries`` runs the utility
 transport scale move (which rescales a block given the factor scores) that many times an
 iteration, to see whether more proposals of it move the scale.
 
@@ -23,6 +25,7 @@ Usage::
     python benchmarks/block_scale.py --seed 2
     python benchmarks/block_scale.py --transport-tries 5
     python benchmarks/block_scale.py --columns marital,ymarr,sex,socprof,edu
+    python benchmarks/block_scale.py --n-factors 3                   # or --nu 30
     python benchmarks/block_scale.py --load fit.nc                    # a saved fit
 """
 
@@ -81,6 +84,34 @@ def parameter_draws(idata) -> dict[str, np.ndarray]:
     return out
 
 
+def leading_direction(params: dict[str, np.ndarray]) -> tuple[float, pd.Series, np.ndarray]:
+    """The first principal direction of the parameters' standardised draws.
+
+    Parameters
+    ----------
+    params : dict
+        Arrays of shape (chain, draw), as :func:`parameter_draws` returns.
+
+    Returns
+    -------
+    share : float
+        Share of the standardised draws' total variance along the direction.
+    weights : pandas.Series
+        The direction's unit weights, by parameter, largest magnitude first (sign fixed so that
+        the largest is positive).
+    scores : numpy.ndarray, shape (chain, draw)
+        The draws projected on it (to judge with R-hat and ESS like any other quantity).
+    """
+    names = [n for n, x in params.items() if x.std() > 0]
+    X = np.stack([params[n] for n in names], axis=-1)
+    Y = X.reshape(-1, len(names))
+    Y = (Y - Y.mean(axis=0)) / Y.std(axis=0)
+    w, V = np.linalg.eigh(np.cov(Y, rowvar=False))
+    v = V[:, -1] * np.sign(V[np.argmax(np.abs(V[:, -1])), -1])
+    weights = pd.Series(v, index=names).sort_values(key=np.abs, ascending=False)
+    return float(w[-1] / w.sum()), weights, (Y @ v).reshape(X.shape[:2])
+
+
 def quantity_draws(idata, label: str) -> np.ndarray:
     """One conditional mean ``E[column | variable=level]`` per draw, shape (chain, draw)."""
     blocks, nc, nd, af, Lam, sig = posterior_arrays(idata)
@@ -98,6 +129,11 @@ def main(argv=None) -> None:
     ap.add_argument("--transport-tries", type=int, default=None,
                     help="proposals of the utility transport scale move per iteration "
                          "(default: the sampler's, 1)")
+    ap.add_argument("--n-factors", type=int, default=None,
+                    help="number of factors (default: the model's rule)")
+    ap.add_argument("--nu", type=float, default=None,
+                    help="degrees of freedom of the loadings' local shrinkage (default: the "
+                         "model's, 3)")
     ap.add_argument("--top", type=int, default=8, help="parameters shown")
     ap.add_argument("--load", default=None, help="examine this saved fit instead of fitting")
     ap.add_argument("--save", default=None, help="write the fit's InferenceData here")
@@ -115,7 +151,10 @@ def main(argv=None) -> None:
         train, _ = split(df)
         sub = modelled_schema(train, schema, exclude=[c for c in schema.names if c not in cols])
         train = train[sub.names]
-        model = bs.models.rank_probit_copula(train, sub)
+        options = {"n_factors": args.n_factors}
+        if args.nu is not None:
+            options["nu"] = args.nu
+        model = bs.models.rank_probit_copula(train, sub, **options)
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -138,7 +177,8 @@ def main(argv=None) -> None:
     worst = table[table["kind"] == "conditional mean"]["ess_bulk"].idxmin()
     qx = quantity_draws(idata, worst).ravel()
     rows = []
-    for name, x in parameter_draws(idata).items():
+    draws = parameter_draws(idata)
+    for name, x in draws.items():
         tenths = np.array([[part.mean() for part in np.array_split(chain, min(10, len(chain)))]
                            for chain in x])
         rows.append({"parameter": name, "mean": float(x.mean()), "ess_bulk": float(az.ess(x)),
@@ -151,6 +191,12 @@ def main(argv=None) -> None:
         print(params.head(args.top).to_string(index=False, float_format=lambda v: f"{v:.3g}"))
         scales = params[params["parameter"].str.startswith("scale of")]
         print(scales.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+    share, weights, scores = leading_direction(draws)
+    print(f"leading direction of the {len(weights)} parameters' standardised draws: "
+          f"{100 * share:.1f}% of their variance, bulk ESS {float(az.ess(scores)):.1f}, "
+          f"R-hat {float(az.rhat(scores)):.3f}, correlation with {worst} "
+          f"{np.corrcoef(scores.ravel(), qx)[0, 1]:.2f}; largest weights:")
+    print(weights.head(args.top).to_string(float_format=lambda v: f"{v:+.2f}"))
 
 
 if __name__ == "__main__":
