@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import sys
 import time
@@ -54,16 +53,19 @@ from real_data import DATA, load, split  # noqa: E402
 
 import bayesynth as bs  # noqa: E402
 from bayesynth.evaluation.diagnostics import synthesis_diagnostics  # noqa: E402
-from bayesynth.models.copula_quantities import (  # noqa: E402
-    BLOCKS_ATTR,
-    CopulaBlocks,
-    implied_quantities,
-)
+from bayesynth.models.copula_quantities import implied_quantities  # noqa: E402
 from bayesynth.schema import modelled_schema  # noqa: E402
 
 
-def parameter_draws(idata) -> dict[str, np.ndarray]:
+def parameter_draws(idata, arrays: tuple | None = None) -> dict[str, np.ndarray]:
     """Each categorical variable's log utility scale and each latent column's logit communality.
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData
+        A copula fit.
+    arrays : tuple, optional
+        Its :func:`quantity_estimator.posterior_arrays`, if already read.
 
     Returns
     -------
@@ -71,12 +73,10 @@ def parameter_draws(idata) -> dict[str, np.ndarray]:
         ``"scale of <variable>"`` and ``"communality of <latent column>"``, each an array of
         shape (chain, draw).
     """
-    post = idata.posterior
-    blocks = CopulaBlocks.from_dict(json.loads(post.attrs[BLOCKS_ATTR]))
-    latent = [str(v) for v in post.coords["latent"].values]
-    L = post["Lambda"].transpose("chain", "draw", ...).values
-    sig = post["sigma"].transpose("chain", "draw", ...).values
-    ss = (L**2).sum(axis=-1)
+    blocks, nc, nd, _, Lam, sig = posterior_arrays(idata) if arrays is None else arrays
+    latent = [str(v) for v in idata.posterior.coords["latent"].values]
+    ss = (Lam**2).sum(axis=-1).reshape(nc, nd, -1)
+    sig = sig.reshape(nc, nd, -1)
     out = {f"scale of {b['name']}": np.log(ss[:, :, b["latent"]].sum(axis=-1))
            for b in blocks.categorical}
     for j, name in enumerate(latent):
@@ -112,9 +112,12 @@ def leading_direction(params: dict[str, np.ndarray]) -> tuple[float, pd.Series, 
     return float(w[-1] / w.sum()), weights, (Y @ v).reshape(X.shape[:2])
 
 
-def quantity_draws(idata, label: str) -> np.ndarray:
-    """One conditional mean ``E[column | variable=level]`` per draw, shape (chain, draw)."""
-    blocks, nc, nd, af, Lam, sig = posterior_arrays(idata)
+def quantity_draws(arrays: tuple, label: str) -> np.ndarray:
+    """One conditional mean ``E[column | variable=level]`` per draw, shape (chain, draw).
+
+    ``arrays`` is the fit's :func:`quantity_estimator.posterior_arrays`.
+    """
+    blocks, nc, nd, af, Lam, sig = arrays
     column, level = label[2:-1].split(" | ")
     q = implied_quantities(af, Lam, sig, blocks, pairs=False)
     h = blocks.category_labels.index(level)
@@ -175,9 +178,10 @@ def main(argv=None) -> None:
     print(table.sort_values("ess_bulk").head(args.top)[["kind", "mean", "sd", "ess_bulk",
                                                         "r_hat"]].to_string())
     worst = table[table["kind"] == "conditional mean"]["ess_bulk"].idxmin()
-    qx = quantity_draws(idata, worst).ravel()
+    arrays = posterior_arrays(idata)
+    qx = quantity_draws(arrays, worst).ravel()
     rows = []
-    draws = parameter_draws(idata)
+    draws = parameter_draws(idata, arrays)
     for name, x in draws.items():
         tenths = np.array([[part.mean() for part in np.array_split(chain, min(10, len(chain)))]
                            for chain in x])
