@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import multiprocessing
 import os
 import warnings
@@ -44,6 +45,9 @@ IDENTIFIED_VARS: tuple[str, ...] = ("C", "alpha_scaled")
 LATENT_VARS: tuple[str, ...] = ("z", "eta")
 #: R-hat above which bayesynth.sample warns (Vehtari et al. 2021 recommend 1.01).
 RHAT_WARN = 1.01
+#: Bulk ESS that the warning's estimate of the run length aims at (Vehtari et al. 2021: 100
+#: per chain for four chains).
+ESS_AIM = 400
 #: The latent class models' threshold (their composite likelihood mixes slowly; see its docs).
 RHAT_WARN_LATENT_CLASS = 1.05
 #: Chains are continued (``max_extensions``) only while the largest R-hat is at most this:
@@ -185,12 +189,34 @@ def check_copula_convergence(idata: az.InferenceData, categorical_margins: str =
         warnings.warn(
             f"Largest R-hat of the quantities synthesis uses is {value} ({label}), above "
             f"{RHAT_WARN}; {n_bad} of {len(rhat)} quantities exceed it: the chains have not "
-            f"converged{after}. Increase tune and draws (see "
+            f"converged{after}. {_run_length_hint(idata, table)}(see "
             "bayesynth.evaluation.synthesis_diagnostics).",
             RuntimeWarning,
             stacklevel=stacklevel,
         )
     return table
+
+
+def _run_length_hint(idata: az.InferenceData, table: pd.DataFrame) -> str:
+    """How many draws per chain the slowest quantity's ESS rate implies for an ESS of ESS_AIM.
+
+    A linear extrapolation of this run's bulk ESS per draw, and stated as one: the ESS of a
+    slowly mixing chain grows more slowly than its draws until the run is many times its
+    autocorrelation time. On six columns of SD2011 (``benchmarks/block_scale.py``, seed 1)
+    2 x 500 kept draws gave the slowest quantity an ESS of 5.4, hence about 37,000 draws per
+    chain; 2 x 2,500 gave 16.6 (not the 27 of a linear rate), hence about 60,000.
+    """
+    ess = table["ess_bulk"].to_numpy(dtype=float)
+    ok = np.isfinite(ess) & (ess > 0)
+    draws = int(idata.posterior.sizes.get("draw", 0))
+    if not ok.any() or draws == 0 or np.min(ess[ok]) >= ESS_AIM:
+        return "Increase tune and draws "
+    i = int(np.flatnonzero(ok)[np.argmin(ess[ok])])
+    need = int(math.ceil(draws * ESS_AIM / ess[i]))
+    return (f"The smallest bulk ESS is {ess[i]:.0f} ({table.index[i]}) from {draws} draws per "
+            f"chain: at that rate a bulk ESS of {ESS_AIM} takes about {need:,} draws per chain, "
+            "and a chain that mixes slowly often needs more than this linear estimate. Increase "
+            "tune and draws accordingly ")
 
 
 def steps(

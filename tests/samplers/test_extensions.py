@@ -181,3 +181,25 @@ def test_copula_chains_start_from_their_own_dispersed_draws(monkeypatch):
             np.testing.assert_array_equal(a[c][name], 1.0)
         np.testing.assert_array_equal(given[c]["eta"], mine)
         np.testing.assert_array_equal(given[c]["Lambda"], a[c]["Lambda"])
+
+
+def test_the_warning_states_the_run_length_the_slowest_ess_rate_implies(monkeypatch):
+    """Forced to warn, the message names the smallest bulk ESS of the judged quantities and
+    the draws per chain that its rate implies for an ESS of ESS_AIM; where every ESS reaches
+    the aim it only says to increase tune and draws."""
+    model = _small_copula()
+    idata = _run(model, 5, check_convergence=False, max_extensions=0)
+    monkeypatch.setattr(sampling, "RHAT_WARN", 0.0)
+    with pytest.warns(RuntimeWarning, match="Largest R-hat") as got:
+        table = sampling.check_copula_convergence(idata)
+    ess = table["ess_bulk"].to_numpy(dtype=float)
+    slowest = table.index[int(np.nanargmin(ess))]
+    need = int(np.ceil(20 * sampling.ESS_AIM / np.nanmin(ess)))
+    text = " ".join(str(w.message) for w in got)
+    assert f"The smallest bulk ESS is {np.nanmin(ess):.0f} ({slowest}) from 20 draws" in text
+    assert f"about {need:,} draws per chain" in text
+    monkeypatch.setattr(sampling, "ESS_AIM", 0)
+    with pytest.warns(RuntimeWarning, match="Largest R-hat") as got:
+        sampling.check_copula_convergence(idata)
+    text = " ".join(str(w.message) for w in got)
+    assert "Increase tune and draws (see" in text and "smallest bulk ESS" not in text
