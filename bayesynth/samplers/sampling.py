@@ -205,13 +205,23 @@ def _run_length_hint(idata: az.InferenceData, table: pd.DataFrame) -> str:
     autocorrelation time. On six columns of SD2011 (``benchmarks/block_scale.py``, seed 1)
     2 x 500 kept draws gave the slowest quantity an ESS of 5.4, hence about 37,000 draws per
     chain; 2 x 2,500 gave 16.6 (not the 27 of a linear rate), hence about 60,000.
+
+    The quantities are those judged, as :class:`~bayesynth.evaluation.ConvergenceSummary`
+    takes them: not a constant one, nor one some draws left without Monte Carlo points; the
+    undefined ESS of a quantity that varies counts as none, and then no length is implied.
     """
+    # the quantities judged, as ConvergenceSummary.from_table takes them: an undefined ESS
+    # of a quantity that varies counts as none
+    judged = ~np.isnan(effective_rhat(table))
     ess = table["ess_bulk"].to_numpy(dtype=float)
-    ok = np.isfinite(ess) & (ess > 0)
+    ess = np.where(judged & ~np.isfinite(ess), 0.0, ess)
     draws = int(idata.posterior.sizes.get("draw", 0))
-    if not ok.any() or draws == 0 or np.min(ess[ok]) >= ESS_AIM:
+    if not judged.any() or draws == 0 or np.min(ess[judged]) >= ESS_AIM:
         return "Increase tune and draws "
-    i = int(np.flatnonzero(ok)[np.argmin(ess[ok])])
+    i = int(np.flatnonzero(judged)[np.argmin(ess[judged])])
+    if ess[i] <= 0:
+        return (f"The bulk ESS of {table.index[i]} is undefined, so this run implies no run "
+                "length. Increase tune and draws ")
     need = int(math.ceil(draws * ESS_AIM / ess[i]))
     return (f"The smallest bulk ESS is {ess[i]:.0f} ({table.index[i]}) from {draws} draws per "
             f"chain: at that rate a bulk ESS of {ESS_AIM} takes about {need:,} draws per chain, "

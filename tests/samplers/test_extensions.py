@@ -203,3 +203,32 @@ def test_the_warning_states_the_run_length_the_slowest_ess_rate_implies(monkeypa
         sampling.check_copula_convergence(idata)
     text = " ".join(str(w.message) for w in got)
     assert "Increase tune and draws (see" in text and "smallest bulk ESS" not in text
+
+
+def test_the_run_length_hint_reads_the_quantities_the_summary_judges():
+    """The hint takes its quantities as ConvergenceSummary does: a quantity left unjudged (some
+    draws without Monte Carlo points, or constant) is passed over even with the smallest ESS,
+    and an undefined ESS of a quantity that varies is named, with no run length implied."""
+    model = _small_copula()
+    idata = _run(model, 5, check_convergence=False, max_extensions=0)
+    table = sampling.check_copula_convergence(idata)
+    table = table[table["sd"] > 0].copy()
+    table["undefined_share"] = 0.0
+    table["ess_bulk"] = np.linspace(10.0, 50.0, len(table))
+    first, second, third = table.index[:3]
+    # the smallest ESS belongs to a quantity some draws left undefined: not judged
+    table.loc[first, ["undefined_share", "r_hat"]] = [0.1, np.nan]
+    table.loc[second, ["sd", "r_hat"]] = [0.0, np.nan]  # constant: not judged either
+    text = sampling._run_length_hint(idata, table)
+    ess = table.loc[third, "ess_bulk"]
+    assert f"The smallest bulk ESS is {ess:.0f} ({third}) from 20 draws" in text
+    assert f"about {int(np.ceil(20 * sampling.ESS_AIM / ess)):,} draws per chain" in text
+    assert first not in text and second not in text
+    summary = bs.evaluation.ConvergenceSummary.from_table(table)
+    assert summary.min_ess_bulk == pytest.approx(ess)
+    # an undefined ESS where R-hat is undefined too, for a quantity that varies: none
+    fourth = table.index[3]
+    table.loc[fourth, ["ess_bulk", "r_hat"]] = np.nan
+    text = sampling._run_length_hint(idata, table)
+    assert f"The bulk ESS of {fourth} is undefined" in text and "draws per chain" not in text
+    assert bs.evaluation.ConvergenceSummary.from_table(table).min_ess_bulk == 0.0
