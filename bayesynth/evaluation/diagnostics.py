@@ -13,7 +13,7 @@ import arviz as az
 import numpy as np
 import pandas as pd
 
-from bayesynth.models.copula_quantities import effective_rhat, not_judged
+from bayesynth.models.copula_quantities import effective_ess, effective_rhat, not_judged
 from bayesynth.models.layout import same_variable_level_pairs
 
 __all__ = [
@@ -221,10 +221,8 @@ class ConvergenceSummary(NamedTuple):
         as ``convergence_table_``.
         """
         rhat = effective_rhat(table)  # inf where undefined for a quantity that varies
-        ess = table["ess_bulk"].to_numpy(dtype=float)
+        ess = effective_ess(table)  # undefined ESS of a judged quantity: none
         judged = ~np.isnan(rhat)
-        ess = np.where(judged & ~np.isfinite(ess), 0.0, ess)  # undefined ESS: none
-        ess = np.where(judged, ess, np.nan)
         return cls(
             max_rhat=float(np.max(rhat[judged])) if judged.any() else float("nan"),
             min_ess_bulk=float(np.nanmin(ess)) if judged.any() else float("nan"),

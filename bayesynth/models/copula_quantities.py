@@ -70,7 +70,7 @@ from bayesynth.models.level_calibration import calibrate_block
 from bayesynth.rules import _is_missing
 
 __all__ = ["CopulaBlocks", "implied_quantities", "synthesis_quantity_table", "effective_rhat",
-           "not_judged", "data_margins",
+           "effective_ess", "not_judged", "data_margins",
            "N_MC", "BLOCKS_ATTR", "MAX_DRAWS", "CATEGORICAL_MARGINS",
            "check_categorical_margins"]
 
@@ -742,6 +742,17 @@ def effective_rhat(table: pd.DataFrame) -> np.ndarray:
     if "undefined_share" in table:
         skipped |= table["undefined_share"].to_numpy(dtype=float) > 0
     return np.where(np.isfinite(rhat), rhat, np.where(skipped, np.nan, np.inf))
+
+
+def effective_ess(table: pd.DataFrame) -> np.ndarray:
+    """Return each quantity's bulk ESS as convergence checks read it.
+
+    NaN for the quantities :func:`effective_rhat` leaves unjudged; 0 (no effective draws)
+    where the ESS is undefined for a quantity that is judged; the ESS otherwise.
+    """
+    judged = ~np.isnan(effective_rhat(table))
+    ess = table["ess_bulk"].to_numpy(dtype=float)
+    return np.where(judged, np.where(np.isfinite(ess), ess, 0.0), np.nan)
 
 
 def not_judged(table: pd.DataFrame) -> list[str]:

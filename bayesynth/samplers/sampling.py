@@ -21,7 +21,7 @@ from pymc.model import modelcontext
 from threadpoolctl import threadpool_limits
 
 from bayesynth.errors import IncompatibleModelError, check_integer
-from bayesynth.models.copula_quantities import N_MC, effective_rhat, not_judged
+from bayesynth.models.copula_quantities import N_MC, effective_ess, effective_rhat, not_judged
 from bayesynth.models.latent_class_dp import latent_class_spec
 from bayesynth.models.rank_probit_copula import get_layout
 from bayesynth.samplers.bart_steps import bart_steps, has_bart
@@ -206,15 +206,12 @@ def _run_length_hint(idata: az.InferenceData, table: pd.DataFrame) -> str:
     2 x 500 kept draws gave the slowest quantity an ESS of 5.4, hence about 37,000 draws per
     chain; 2 x 2,500 gave 16.6 (not the 27 of a linear rate), hence about 60,000.
 
-    The quantities are those judged, as :class:`~bayesynth.evaluation.ConvergenceSummary`
-    takes them: not a constant one, nor one some draws left without Monte Carlo points; the
-    undefined ESS of a quantity that varies counts as none, and then no length is implied.
+    The ESS is :func:`~bayesynth.models.copula_quantities.effective_ess`, as
+    :class:`~bayesynth.evaluation.ConvergenceSummary` reads it: the quantities judged only,
+    and an undefined ESS of one of them counts as none, when no length is implied.
     """
-    # the quantities judged, as ConvergenceSummary.from_table takes them: an undefined ESS
-    # of a quantity that varies counts as none
-    judged = ~np.isnan(effective_rhat(table))
-    ess = table["ess_bulk"].to_numpy(dtype=float)
-    ess = np.where(judged & ~np.isfinite(ess), 0.0, ess)
+    ess = effective_ess(table)
+    judged = ~np.isnan(ess)
     draws = int(idata.posterior.sizes.get("draw", 0))
     if not judged.any() or draws == 0 or np.min(ess[judged]) >= ESS_AIM:
         return "Increase tune and draws "
