@@ -12,21 +12,19 @@ Usage::
 
 from __future__ import annotations
 
-import os
+import _setup  # noqa: F401  (first: one BLAS thread, the repository on sys.path)
 
-for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_v, "1")
+# isort: split
+import argparse
+import time
+import warnings
 
-import argparse  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
+import numpy as np
+import pandas as pd
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-import bayesynth as bs  # noqa: E402
-from bayesynth.models import bart_rank_regression  # noqa: E402
-from bayesynth.samplers.bart_steps import bart_steps  # noqa: E402
+import bayesynth as bs
+from bayesynth.models import bart_rank_regression
+from bayesynth.samplers.bart_steps import bart_steps
 
 
 def make(n: int, seed: int) -> pd.DataFrame:

@@ -31,30 +31,24 @@ Usage::
 
 from __future__ import annotations
 
+import _setup  # noqa: F401  (first: one BLAS thread, the repository on sys.path)
+
+# isort: split
 import argparse
 import importlib
-import os
-import sys
 import time
 import warnings
-from pathlib import Path
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import arviz as az
+import numpy as np
+import pandas as pd
+from quantity_estimator import posterior_arrays
+from real_data import DATA, load, split
 
-import arviz as az  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from quantity_estimator import posterior_arrays  # noqa: E402
-from real_data import DATA, load, split  # noqa: E402
-
-import bayesynth as bs  # noqa: E402
-from bayesynth.evaluation.diagnostics import synthesis_diagnostics  # noqa: E402
-from bayesynth.models.copula_quantities import implied_quantities  # noqa: E402
-from bayesynth.schema import modelled_schema  # noqa: E402
+import bayesynth as bs
+from bayesynth.evaluation.diagnostics import synthesis_diagnostics
+from bayesynth.models.copula_quantities import implied_quantities
+from bayesynth.schema import modelled_schema
 
 
 def parameter_draws(idata, arrays: tuple | None = None) -> dict[str, np.ndarray]:

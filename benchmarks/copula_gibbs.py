@@ -20,20 +20,18 @@ Usage::
 
 from __future__ import annotations
 
-import os
+import _setup  # noqa: F401  (first: one BLAS thread, the repository on sys.path)
 
-for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_v, "1")  # tall-skinny products get slower with two threads
+# isort: split
+import argparse
+import resource
+import time
+import warnings
 
-import argparse  # noqa: E402
-import resource  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-import bayesynth as bs  # noqa: E402
-from bayesynth.samplers import assign_copula_steps  # noqa: E402
+import bayesynth as bs
+from bayesynth.samplers import assign_copula_steps
 
 
 def bare_seconds_per_iter(model, iters: int, seed: int, collapse: bool,

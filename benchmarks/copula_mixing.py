@@ -28,21 +28,19 @@ BLAS is pinned to one thread (bayesynth.sample does so while sampling).
 
 from __future__ import annotations
 
+import _setup  # noqa: F401  (first: one BLAS thread, the repository on sys.path)
+
+# isort: split
 import argparse
 import os
-import sys
 import time
 import warnings
 from pathlib import Path
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import pandas as pd
 
-import pandas as pd  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import bayesynth as bs  # noqa: E402
-from bayesynth.evaluation.diagnostics import synthesis_diagnostics  # noqa: E402
+import bayesynth as bs
+from bayesynth.evaluation.diagnostics import synthesis_diagnostics
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -131,10 +129,9 @@ def main(argv=None) -> None:
         # The schema a survey statistician writes (benchmarks/real_data.py): age groups are a
         # function of age and bmi of height and weight, so CopulaSynthesizer leaves them out
         # of the copula; the "not applicable" codes follow rules. As the synthesizer does.
-        from bayesynth.schema import modelled_schema
-
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
         from real_data import load as load_survey
+
+        from bayesynth.schema import modelled_schema
 
         _, full, _ = load_survey("sd2011")
         schema = modelled_schema(df, full)

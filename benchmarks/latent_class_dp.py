@@ -27,21 +27,20 @@ sampler against a NUTS reference on a small problem).
 
 from __future__ import annotations
 
+import _setup  # noqa: F401  (first: one BLAS thread, the repository on sys.path)
+
+# isort: split
+import argparse
 import os
+import time
+from pathlib import Path
 
-for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_v, "1")
+import numpy as np
+import pandas as pd
 
-import argparse  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-import bayesynth as bs  # noqa: E402
-from bayesynth.models import latent_class_dp_model  # noqa: E402
-from bayesynth.privacy import privatize_marginals, true_marginal  # noqa: E402
+import bayesynth as bs
+from bayesynth.models import latent_class_dp_model
+from bayesynth.privacy import privatize_marginals, true_marginal
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "nltcs.csv"
 

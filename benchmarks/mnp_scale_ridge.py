@@ -38,23 +38,21 @@ prints. Usage::
 
 from __future__ import annotations
 
-import os
+import _setup  # noqa: F401  (first: one BLAS thread, the repository on sys.path)
 
-for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_v, "1")
+# isort: split
+import argparse
+import importlib
+import time
+import warnings
 
-import argparse  # noqa: E402
-import importlib  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
+import numpy as np
+import real_data as rd
+from scipy.special import log_ndtr, ndtr, ndtri
 
-import numpy as np  # noqa: E402
-import real_data as rd  # noqa: E402
-from scipy.special import log_ndtr, ndtr, ndtri  # noqa: E402
-
-from bayesynth.models import rank_probit_copula  # noqa: E402
-from bayesynth.samplers.sampling import sample  # noqa: E402
-from bayesynth.schema import modelled_schema  # noqa: E402
+from bayesynth.models import rank_probit_copula
+from bayesynth.samplers.sampling import sample
+from bayesynth.schema import modelled_schema
 
 steps = importlib.import_module("bayesynth.samplers.steps")
 NODES, WEIGHTS = np.polynomial.legendre.leggauss(48)

@@ -22,26 +22,20 @@ Usage::
 
 from __future__ import annotations
 
+import _setup  # noqa: F401  (first: one BLAS thread, the repository on sys.path)
+
+# isort: split
 import argparse
 import json
-import os
-import sys
 import time
 import warnings
-from pathlib import Path
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import arviz as az
+import numpy as np
+from real_data import DATA, load, split
 
-import arviz as az  # noqa: E402
-import numpy as np  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_data import DATA, load, split  # noqa: E402
-
-import bayesynth as bs  # noqa: E402
-from bayesynth.models.copula_quantities import (  # noqa: E402
+import bayesynth as bs
+from bayesynth.models.copula_quantities import (
     BLOCKS_ATTR,
     CopulaBlocks,
     implied_quantities,

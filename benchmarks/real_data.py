@@ -59,23 +59,21 @@ Usage::
 
 from __future__ import annotations
 
-import os
+import _setup  # noqa: F401  (first: one BLAS thread, the repository on sys.path)
 
-for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_v, "1")
+# isort: split
+import argparse
+import json
+import logging
+import time
+import warnings
+from pathlib import Path
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import logging  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
-from pathlib import Path  # noqa: E402
+import numpy as np
+import pandas as pd
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-import bayesynth as bs  # noqa: E402
-from bayesynth.evaluation import (  # noqa: E402
+import bayesynth as bs
+from bayesynth.evaluation import (
     distance_to_closest_record,
     ks_distance,
     propensity_auc,
@@ -84,8 +82,8 @@ from bayesynth.evaluation import (  # noqa: E402
     singling_out_risk,
     tv_distance,
 )
-from bayesynth.rules import Rule  # noqa: E402
-from bayesynth.synthesis import CartSynthesizer, CopulaSynthesizer  # noqa: E402
+from bayesynth.rules import Rule
+from bayesynth.synthesis import CartSynthesizer, CopulaSynthesizer
 
 logging.getLogger("pymc").setLevel(logging.WARNING)
 

@@ -16,23 +16,21 @@ Usage::
 
 from __future__ import annotations
 
-import os
+import _setup  # noqa: F401  (first: one BLAS thread, the repository on sys.path)
 
-for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_v, "1")
+# isort: split
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import resource  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from bayesynth.datasets import simulate_school_census  # noqa: E402
-from bayesynth.synthesis import synthesize_table  # noqa: E402
-from bayesynth.tables import SparseTable, microdata_to_table  # noqa: E402
+from bayesynth.datasets import simulate_school_census
+from bayesynth.synthesis import synthesize_table
+from bayesynth.tables import SparseTable, microdata_to_table
 
 SETTINGS = [("poisson", 0.0), ("nbi", 0.1), ("nbi", 10.0), ("pig", 0.1), ("pig", 10.0),
             ("dpo", 4.0)]

@@ -21,22 +21,17 @@ BLAS is pinned to one thread (bayesynth.sample does so while sampling).
 
 from __future__ import annotations
 
+import _setup  # noqa: F401  (first: one BLAS thread, the repository on sys.path)
+
+# isort: split
 import argparse
-import os
-import sys
 import time
 import warnings
 from pathlib import Path
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-import bayesynth  # noqa: E402, F401  (first: BLAS flags)
-from bayesynth.evaluation import simulation_based_calibration  # noqa: E402
-from tests.mc import SBC_FACTORIES, SBC_LEVEL, SBC_SAMPLE_KWARGS, sbc_problem  # noqa: E402
+import bayesynth  # noqa: F401  (first: BLAS flags)
+from bayesynth.evaluation import simulation_based_calibration
+from tests.mc import SBC_FACTORIES, SBC_LEVEL, SBC_SAMPLE_KWARGS, sbc_problem
 
 #: Default settings per factory: replicates, kept draws per chain, thinning, tuning, rows.
 #: Thinning follows the ESS per draw of each sampler: NUTS about 1, the copula's and the latent

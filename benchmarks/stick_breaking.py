@@ -26,23 +26,20 @@ Usage::
 
 from __future__ import annotations
 
+import _setup  # noqa: F401  (first: one BLAS thread, the repository on sys.path)
+
+# isort: split
 import argparse
-import os
-import sys
 import time
 import warnings
 from pathlib import Path
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import arviz as az
+import numpy as np
+import pandas as pd
 
-import arviz as az  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import bayesynth as bs  # noqa: E402
-from bayesynth.rules import Rule  # noqa: E402
+import bayesynth as bs
+from bayesynth.rules import Rule
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
