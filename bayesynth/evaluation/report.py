@@ -78,8 +78,11 @@ def _jsonable(obj: Any) -> Any:
 
 
 def _table_html(df: pd.DataFrame, digits: int = 4) -> str:
-    return df.to_html(float_format=lambda v: f"{v:.{digits}g}", border=0, classes="t",
-                      na_rep="")
+    # in a scrolling box: a wide table (the risk measures' columns) would run off the page
+    return ("<div class='wide'>"
+            + df.to_html(float_format=lambda v: f"{v:.{digits}g}", border=0, classes="t",
+                         na_rep="")
+            + "</div>")
 
 
 def report(
@@ -256,7 +259,9 @@ def report(
     fig = plots.plot_marginals(real, syns, numeric=num)
     sections.append(_section(
         "Marginal distributions",
-        f"Averages over {m} synthetic dataset(s). max/avg ECDF: Woo et al. (2009); tv: total "
+        f"Averages over {m} synthetic dataset(s). max_ecdf: the largest gap between the real "
+        "and synthetic empirical CDFs (the Kolmogorov-Smirnov statistic); avg_ecdf: the mean "
+        "<i>squared</i> gap over the pooled values (both Woo et al. 2009); tv: total "
         "variation distance of the level shares; missing_diff: synthetic minus real share "
         "missing.", [_table_html(mean_mu)], [_png(fig)]))
 
@@ -280,7 +285,7 @@ def report(
     prop_df = pd.DataFrame([p._asdict() for p in prop])
     prop_df["auc_gbm"] = [propensity_auc(real, s, schema=schema, random_seed=random_seed)
                           for s in syns]
-    prop_df.index.name = "dataset"
+    _number_datasets(prop_df)
     results["propensity"] = prop_df
     sections.append(_section(
         "Propensity-score utility",
@@ -294,15 +299,18 @@ def report(
     if regression:
         comp = regression_inference(real, syns, regression, method=regression_method,
                                     random_seed=random_seed)
+        reg_summary = comp.summary.copy()
+        _number_datasets(reg_summary)
         results["regression"] = {"formula": regression, "method": regression_method,
-                                 "real": comp.real, "summary": comp.summary,
+                                 "real": comp.real, "summary": reg_summary,
                                  "per_coefficient": comp.per_coefficient}
         sections.append(_section(
             "Regression inference",
             f"<code>{html.escape(regression)}</code> ({regression_method}); CIO = interval "
             "overlap (1 identical, negative disjoint); standardised squared error = "
-            "(b_real - b_syn)^2 / sd_real^2.",
-            [_table_html(comp.summary)], [_png(plots.plot_coefficients(comp))]))
+            "(b_real - b_syn)^2 / sd_real^2. The table has one row per synthetic dataset; "
+            + ("the plot shows the first of them." if m > 1 else "the plot shows it."),
+            [_table_html(reg_summary)], [_png(plots.plot_coefficients(comp))]))
 
     risk_values = None
     if kind == "partially":
@@ -317,7 +325,9 @@ def report(
 
     # Risk-utility
     if risk_values is not None:
-        fig = plots.plot_risk_utility(prop_df["pmse"].to_numpy(), risk_values)
+        fig = plots.plot_risk_utility(
+            prop_df["pmse"].to_numpy(), risk_values,
+            risk_label="identification risk" if kind == "partially" else "singling-out risk")
         sections.append(_section(
             "Risk and utility",
             "One point per synthetic dataset" + (
@@ -344,7 +354,7 @@ def _partially_synthetic_risk(real, syns, results, sections, *, schema, known, s
     copies = pd.DataFrame([{
         "own_record_share": float(np.mean(sk.to_numpy() == rk.to_numpy())),
         "exact_copy_share": float(sk.isin(rk).mean())} for sk in keys])
-    copies.index.name = "dataset"
+    _number_datasets(copies)
     results["partially_synthetic_copies"] = copies
     note = html.escape(results.get("kind_note", "stated"))
     text = (f"Treated as partially synthetic data ({note}; "
@@ -363,9 +373,11 @@ def _partially_synthetic_risk(real, syns, results, sections, *, schema, known, s
                                                 synthesized=synthesized, radii=radii,
                                                 schema=schema)
         risk_values = ir.per_dataset["risk"].to_numpy()
+        ir_table = ir.per_dataset.copy()
+        _number_datasets(ir_table)
         results["identification_risk"] = {
             "known": list(known), "synthesized": list(synthesized), "radius": radius,
-            "per_dataset": ir.per_dataset, "summary": ir.summary,
+            "per_dataset": ir_table, "summary": ir.summary,
             "sweep": sweep, "best_radius": best,
             "risk_at_best_radius": float(sweep.loc[sweep["radius"] == best, "risk"].mean()),
         }
@@ -375,13 +387,13 @@ def _partially_synthetic_risk(real, syns, results, sections, *, schema, known, s
             f"radius {100 * radius:g}% of the real value. File-level risk = sum of T_i/c_i "
             f"(Hornby & Hu 2021). The radius maximising the mean risk is {100 * best:g}% "
             f"(risk {results['identification_risk']['risk_at_best_radius']:.4g}).",
-            [_table_html(ir.per_dataset), _table_html(ir.summary)],
+            [_table_html(ir_table), _table_html(ir.summary)],
             [_png(plots.plot_risk_by_radius(sweep, best))]))
     if sensitive and public:
         ad = [outlier_attribute_disclosure(real, s, public=public, sensitive=sensitive)
               for s in syns]
         ad_df = pd.DataFrame(ad)
-        ad_df.index.name = "dataset"
+        _number_datasets(ad_df)
         results["attribute_disclosure"] = {"public": public, "sensitive": sensitive,
                                            "per_dataset": ad_df}
         per_end = sorted({int(x) // 2 for x in ad_df["n_pairs"]})
@@ -411,21 +423,23 @@ def _fully_synthetic_risk(real, syns, results, sections, *, schema, known, sensi
             so = singling_out_risk(real, s[cols], holdout[cols], schema=schema,
                                    random_seed=random_seed)
             lo, hi = d.ratio_interval(random_seed=random_seed)
-            so_band, so_p = so.null_band(random_seed=random_seed)
+            null = so.null_test(random_seed=random_seed)
             row.update(exact_copy_share=d.exact_copy_share, dcr_ratio=d.ratio,
                        dcr_ratio_lower=lo, dcr_ratio_upper=hi,
                        median_dcr=float(np.median(d.to_train)),
                        median_dcr_holdout=float(np.median(d.holdout_to_train)),
                        singling_out_rate=so.rate_train, singling_out_control=so.rate_control,
                        singling_out_risk=so.risk, singling_out_excess=so.excess,
-                       singling_out_chance95=so_band, singling_out_p=so_p,
+                       singling_out_chance95=null.band, singling_out_p=null.p,
+                       singling_out_p_decided=null.decided,
+                       singling_out_splits=null.n_perm,
                        singling_out_attacks=so.n_attacks)
         else:
             row["exact_copy_share"] = float(
                 _record_keys(s, cols).isin(_record_keys(real, cols)).mean())
         rows.append(row)
     df = pd.DataFrame(rows)
-    df.index.name = "dataset"
+    _number_datasets(df)
     results["fully_synthetic_risk"] = {"per_dataset": df, "holdout": holdout is not None}
     note = html.escape(results.get("kind_note", "stated"))
     text = (f"Treated as fully synthetic data ({note}; state "
@@ -442,7 +456,10 @@ def _fully_synthetic_risk(real, syns, results, sections, *, schema, known, sensi
                  "negative as often as positive when there is no risk); "
                  "singling_out_chance95: the 95th percentile of that excess when the same "
                  "training and hold-out people are split at random (a permutation test; "
-                 "singling_out_p is its p-value).")
+                 "singling_out_p is its p-value, from singling_out_splits random splits, "
+                 "added until the p-value's 99.9% Monte Carlo interval lies on one side of "
+                 "0.05 or 25,600 splits are reached; singling_out_p_decided says whether it "
+                 "does).")
     else:
         text += (" Pass a hold-out sample of real records the synthesizer did not see "
                  "(<code>holdout=</code>, <code>bayesynth evaluate --holdout</code>) for the "
@@ -455,7 +472,7 @@ def _fully_synthetic_risk(real, syns, results, sections, *, schema, known, sensi
                                        holdout=holdout, schema=schema) for s in syns]
         ai_df = pd.DataFrame([{"cap": a.cap, "coverage": a.coverage, "baseline": a.baseline,
                                "holdout_cap": a.holdout_cap} for a in ai])
-        ai_df.index.name = "dataset"
+        _number_datasets(ai_df)
         results["attribute_inference"] = {"keys": keys, "sensitive": sensitive,
                                           "per_dataset": ai_df}
         sections.append(_section(
@@ -465,7 +482,9 @@ def _fully_synthetic_risk(real, syns, results, sections, *, schema, known, sensi
             "keys. cap: correct attribution probability over training records with a match "
             "(Taub et al. 2018); baseline: guessing from the marginal distribution; holdout_cap: "
             "the same for real people outside the training data (what the data teach about "
-            "anyone). Numeric columns are cut into quintiles.",
+            "anyone). Numeric columns with more than 10 distinct training values are cut "
+            "at the training quintiles (fewer bins where values tie); those with at most 10 "
+            "(integer codes, small counts) are taken value by value.",
             [_table_html(ai_df)], []))
     if holdout is not None:
         return df["singling_out_risk"].to_numpy()
@@ -524,11 +543,14 @@ def _at_a_glance(results: dict) -> list[dict[str, Any]]:
     out = []
     auc = float(np.mean(results["propensity"]["auc_gbm"]))
     spmse = float(np.mean(results["propensity"]["s_pmse"]))
-    verdict = ("hardly better than chance" if auc < 0.6 else
+    verdict = ("no better than chance" if auc <= 0.5 else
+               "hardly better than chance" if auc < 0.6 else
                "somewhat better than chance" if auc < 0.75 else "easily")
+    below = ("; below 0.5 it can also mean synthetic records close to real ones, so read "
+             "the risk measures" if auc < 0.5 else "")
     sentence = (f"A gradient-boosting classifier tells synthetic from real records {verdict} "
-                f"(out-of-fold AUC {auc:.2f}; 0.5 = indistinguishable); logistic S_pMSE "
-                f"{spmse:.1f} (about 1 = indistinguishable).")
+                f"(out-of-fold AUC {auc:.2f}; 0.5 = indistinguishable{below}); logistic "
+                f"S_pMSE {spmse:.1f} (about 1 = indistinguishable).")
     if auc < 0.4 and results["kind"] == "partially":
         sentence = (f"The out-of-fold AUC is {auc:.2f}, well below 0.5, as expected when the "
                     "synthetic records keep the real records' rows (each sits next to its own "
@@ -564,18 +586,24 @@ def _at_a_glance(results: dict) -> list[dict[str, Any]]:
             # average before flooring: the mean of floored estimates is biased upwards
             excess = fr["singling_out_excess"].dropna()
             so = max(0.0, float(excess.mean())) if len(excess) else float("nan")
-            above = int((fr["singling_out_p"] < 0.05).sum())
+            decided = fr["singling_out_p_decided"].fillna(True).astype(bool)
+            above = int(((fr["singling_out_p"] < 0.05) & decided).sum())
+            borderline = int((~decided).sum())
             if not len(excess):
                 verdict = ""
             elif len(fr) == 1:
                 p_so = float(fr["singling_out_p"].iloc[0])
                 band = float(fr["singling_out_chance95"].iloc[0])
                 verdict = (f"above what chance gives, permutation p = {p_so:.3f}" if above else
+                           f"at the edge of what chance gives, permutation p = {p_so:.3f}"
+                           if borderline else
                            "within what chance gives: random splits of the same people into "
                            f"training and hold-out exceed {band:.2f} in 5% of cases")
             else:
-                verdict = (f"above what chance gives in {above} of {len(fr)} datasets "
-                           "(permutation p < 0.05)")
+                verdict = (f"above what chance gives in {above} of {len(fr)} datasets at "
+                           "permutation p < 0.05")
+                if borderline:
+                    verdict += f" and at its edge in {borderline}, p within 0.005 of 0.05"
             so_text = (f"singling-out risk {so:.2f} (0 = no more than for outsiders; "
                        f"{verdict})" if len(excess) else
                        "singling-out risk not measured (no predicate read off a synthetic "
@@ -637,6 +665,11 @@ def _glance_html(items: list[dict[str, Any]]) -> str:
     return f"<section><h2>At a glance</h2><table class='t glance'>{''.join(rows)}</table></section>"
 
 
+def _number_datasets(df: pd.DataFrame) -> None:
+    """Renumber the rows of a per-dataset table 1, 2, ... (as ``synthetic_1.csv``, ...)."""
+    df.index = pd.RangeIndex(1, len(df) + 1, name="dataset")
+
+
 def _section(title: str, text: str, tables: list[str], images: list[str]) -> str:
     imgs = "".join(f'<img alt="{html.escape(title)}" src="data:image/png;base64,{b}">'
                    for b in images)
@@ -658,6 +691,7 @@ def _page(title: str, results: dict, sections: list[str]) -> str:
     table.t th, table.t td { padding: 2px 8px; text-align: right; border-bottom: 1px solid #eee; }
     table.t th { background: #f3f5fa; }
     .figs img { max-width: 100%; margin: 0.5em 0; display: block; }
+    .wide { overflow-x: auto; max-width: 100%; }
     code { background: #f3f5fa; padding: 1px 4px; }
     """
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"

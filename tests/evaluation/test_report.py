@@ -103,6 +103,11 @@ def test_fully_synthetic_report_uses_measures_that_fit(rng, tmp_path):
     assert "Identification risk" not in page  # row matching is for partially synthetic data
     risk = res["fully_synthetic_risk"]["per_dataset"]
     assert {"exact_copy_share", "dcr_ratio", "singling_out_risk"} <= set(risk[0])
+    # numbered as the files and the plots' legends are, from 1
+    assert [r["dataset"] for r in risk] == [1, 2]
+    assert [r["dataset"] for r in res["propensity"]] == [1, 2]
+    assert all(r["singling_out_splits"] >= 400 for r in risk)
+    assert "<div class='wide'><table" in page  # wide tables scroll instead of running off
     assert all(r["exact_copy_share"] == 0 for r in risk)
     assert all(0.7 < r["dcr_ratio"] < 1.4 for r in risk)
     glance = {g["aspect"]: g for g in res["at_a_glance"]}
@@ -141,6 +146,31 @@ def test_an_auc_well_below_one_half_is_not_read_as_indistinguishable():
     assert "well below 0.5" in low[0]["sentence"] and "chance" not in low[0]["sentence"]
     fair = _at_a_glance({"propensity": {"auc_gbm": [0.52], "s_pmse": [1.0]}, "kind": "partially"})
     assert "hardly better than chance" in fair[0]["sentence"]
+    under = _at_a_glance({"propensity": {"auc_gbm": [0.47], "s_pmse": [1.0]},
+                          "kind": "partially"})[0]["sentence"]
+    assert "no better than chance" in under and "below 0.5 it can also mean" in under
+
+
+def test_a_singling_out_p_value_near_the_threshold_is_called_borderline():
+    """Counted above chance only where the p-value's Monte Carlo interval lies below 0.05;
+    one still straddling it after the most splits is reported as at the edge."""
+    from bayesynth.evaluation.report import _at_a_glance
+
+    def glance(ps, decided):
+        fr = pd.DataFrame({"exact_copy_share": 0.0, "dcr_ratio": 1.0, "dcr_ratio_upper": 1.1,
+                           "singling_out_excess": 0.1, "singling_out_chance95": 0.12,
+                           "singling_out_p": ps, "singling_out_p_decided": decided})
+        res = {"propensity": {"auc_gbm": [0.5], "s_pmse": [1.0]}, "kind": "fully",
+               "fully_synthetic_risk": {"per_dataset": fr}}
+        return {g["aspect"]: g["sentence"] for g in _at_a_glance(res)}["risk"]
+
+    two = glance([0.01, 0.049], [True, False])
+    assert "above what chance gives in 1 of 2 datasets at permutation p < 0.05" in two
+    assert "and at its edge in 1, p within 0.005 of 0.05" in two
+    assert "above what chance gives, permutation p = 0.010" in glance([0.01], [True])
+    assert "at the edge of what chance gives, permutation p = 0.049" in glance([0.049],
+                                                                             [False])
+    assert "within what chance gives" in glance([0.2], [True])
 
 
 def test_the_reports_exact_copy_share_matches_across_numeric_dtypes():

@@ -169,6 +169,31 @@ def test_correct_attribution_probability_by_hand():
         attribute_inference_risk(train, syn, keys=["s"], sensitive="s")
 
 
+def test_integer_codes_are_known_value_by_value(rng):
+    """A numeric key with few distinct values (an integer-coded category, 85% in one code) is
+    known exactly, as the same codes written as text are, not merged into tied quantile bins;
+    a numeric key with many values is cut into quintiles."""
+    n = 600
+    code = rng.choice(np.arange(7), n, p=[.85, .05, .03, .03, .02, .01, .01])
+    s = np.where(code == 0, rng.choice(list("xy"), n), "z")
+    train = pd.DataFrame({"k": code, "s": s})
+    syn = train.sample(frac=1.0, random_state=1).reset_index(drop=True)
+    as_int = attribute_inference_risk(train, syn, keys=["k"], sensitive="s")
+    as_text = attribute_inference_risk(train.astype({"k": str}), syn.astype({"k": str}),
+                                       keys=["k"], sensitive="s")
+    assert as_int.cap == pytest.approx(as_text.cap)
+    # merged into one bin, the key would teach nothing beyond the marginal shares
+    assert as_int.cap > as_int.baseline + 0.05
+    x = rng.normal(size=n)
+    cont = attribute_inference_risk(pd.DataFrame({"k": x, "s": s}),
+                                    pd.DataFrame({"k": x, "s": s}), keys=["k"], sensitive="s")
+    quint = np.searchsorted(np.quantile(x, [.2, .4, .6, .8]), x, side="right").astype(str)
+    by_hand = attribute_inference_risk(pd.DataFrame({"k": quint, "s": s}),
+                                       pd.DataFrame({"k": quint, "s": s}), keys=["k"],
+                                       sensitive="s")
+    assert cont.cap == pytest.approx(by_hand.cap)
+
+
 def test_singling_out_separates_copies_from_new_records(rng):
     def draw(n):
         return pd.DataFrame({"x": rng.normal(size=n), "y": rng.gamma(2.0, size=n),
@@ -330,6 +355,48 @@ def test_singling_out_permutation_band_and_unfloored_excess(rng):
                                random_seed=0)
     band, p = copied.null_band(random_seed=0)
     assert copied.excess > band + 0.3 and p < 0.01
+
+
+def test_singling_out_null_test_adds_splits_until_the_verdict_is_clear(rng):
+    """Where the observed excess sits at the null's 95% quantile (p near 0.05) the test keeps
+    doubling the splits and its 99.9% interval holds the p-value of 20,000 other splits; far
+    from 0.05 it stops at the first 400; a fixed number of splits is what null_band uses."""
+    from dataclasses import replace
+
+    def draw(n):
+        return pd.DataFrame({"x": rng.normal(size=n), "g": rng.choice(list("abcd"), n),
+                             "h": rng.choice(list("pq"), n)})
+
+    train, hold = draw(400), draw(400)
+    so = singling_out_risk(train, draw(400), hold, n_attacks=200, random_seed=3)
+    assert so.n_attacks > 20
+    fixed = so.null_test(n_perm=300, decide_at=None, random_seed=5)
+    assert (fixed.band, fixed.p) == so.null_band(n_perm=300, random_seed=5)
+    assert fixed.n_perm == 300 and fixed.decided
+    # the null distribution of the excess, from splits the tests below do not see
+    ref = replace(so, excess=np.inf).null_test(n_perm=20_000, decide_at=None,
+                                               random_seed=99)
+    assert ref.p == pytest.approx(1 / 20_001)
+    null = so.null_test(level=0.95, n_perm=20_000, decide_at=None, random_seed=98).band
+
+    def exceed(excess, seed):
+        return (replace(so, excess=excess).null_test(n_perm=20_000, decide_at=None,
+                                                    random_seed=seed).p)
+
+    near = replace(so, excess=null)
+    p_ref = exceed(null, 97)
+    test = near.null_test(random_seed=0)
+    assert test.n_perm > 400
+    lo, hi = test.p_interval
+    assert lo - 1e-4 <= p_ref <= hi + 1e-4
+    assert not test.decided or not (lo <= 0.05 <= hi)
+    if test.decided:
+        assert (test.p < 0.05) == (p_ref < 0.05) or abs(p_ref - 0.05) < 0.005
+    far = replace(so, excess=so.null_test(level=0.6, n_perm=20_000, decide_at=None,
+                                          random_seed=96).band)
+    quick = far.null_test(random_seed=0)
+    assert quick.n_perm == 400 and quick.decided and quick.p > 0.2
+    assert not (quick.p_interval[0] <= 0.05 <= quick.p_interval[1])
 
 
 def test_tables_sorted_alike_are_not_taken_for_partially_synthetic(rng):
