@@ -260,6 +260,12 @@ def _for_csv(df: pd.DataFrame, like: pd.DataFrame | None = None, schema=None,
         if isinstance(s.dtype, pd.CategoricalDtype) and pd.api.types.is_float_dtype(
                 s.cat.categories.dtype):
             s = s.astype(float)
+            if schema is None or c not in schema:
+                # numbers as labels (a saturated table's levels): each as its shortest exact
+                # text (3, not 3.0), with the input's decimal separator (1,5 stays 1,5)
+                text = ["" if not np.isfinite(v) else number_text(v) for v in s.to_numpy()]
+                out[c] = [x.replace(".", decimal) for x in text] if decimal != "." else text
+                continue
         if not pd.api.types.is_float_dtype(s.dtype):
             continue
         col = schema[c] if schema is not None and c in schema else None
@@ -359,18 +365,24 @@ def _cmd_saturate(args: argparse.Namespace) -> int:
                 f"{max(DEFAULT_SIGMAS):g}, alpha up to {max(DEFAULT_ALPHAS):g}) has expected "
                 f"tau_4(1) <= {args.max_risk:g}; the lowest is {low:.4f}. Give --max-risk "
                 f"{np.ceil(low * 1e4) / 1e4:.4f} or more, or choose --family, --sigma and --alpha "
-                "yourself (a larger --alpha, or a larger --sigma for nbi and pig, a smaller one "
-                "for dpo, lowers the risk).") from err
+                "yourself (the command prints the risk of the setting it runs; for poisson, "
+                "nbi and pig a larger --alpha, and for nbi and pig a larger --sigma, lowered it "
+                "on every setting measured; for dpo a larger --alpha can raise it).") from err
         setting = choice.as_kwargs()
     tau = expected_tau(table, **setting, ks=(1, 2))
     if not args.quiet:
         print(f"table: {table.n_cells:,} cells, {len(table.index):,} non-zero, "
               f"n = {table.n_records:,}")
         fam = setting["family"]
+        # the values the synthesis runs with, not rounded
         spread = ("" if fam == "poisson" else
-                  f"{'theta' if fam == 'dpo' else 'sigma'} = {setting['sigma']:g}, ")
-        print(f"setting: {fam}, {spread}alpha = {setting['alpha']:g}; expected tau_4(1) = "
-              f"{tau.loc[1, 'tau4']:.4f}, tau_3(1) = {tau.loc[1, 'tau3']:.4f}")
+                  f"{'theta' if fam == 'dpo' else 'sigma'} = {number_text(setting['sigma'])}, ")
+        ones = int(np.sum(table.counts == 1))
+        print(f"setting: {fam}, {spread}alpha = {number_text(setting['alpha'])}; expected tau_4(1) "
+              f"= {tau.loc[1, 'tau4']:.4f} (a ratio of expected counts: synthetic ones from "
+              f"real ones over all synthetic ones), tau_3(1) = {tau.loc[1, 'tau3']:.4f} (the "
+              "chance that a real one stays one"
+              + (")" if ones else "; no cell of this table has count 1)"))
     rng = np.random.default_rng(args.seed)
     items = []
     for path in outputs:
@@ -643,8 +655,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--alpha", type=float, default=None,
                    help="pseudocount of random zeros; default 0")
     t.add_argument("--max-risk", type=float, default=None,
-                   help="choose family, sigma and alpha so that E tau_4(1) <= this (not with "
-                        "--family, --sigma or --alpha)")
+                   help="choose family, sigma and alpha so that expected tau_4(1), a ratio of "
+                        "expected counts, is at most this (not with --family, --sigma or "
+                        "--alpha)")
     t.add_argument("--m", type=int, default=1, help="number of synthetic tables (default 1)")
     t.add_argument("--microdata", action="store_true",
                    help="write one row per synthetic record instead of cells and counts")

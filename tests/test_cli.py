@@ -225,6 +225,26 @@ def test_cli_saturate_writes_tables_and_microdata(tmp_path, capsys):
     assert "no effect on the Poisson" in capsys.readouterr().err
 
 
+def test_cli_saturate_prints_what_it_runs_and_keeps_decimal_commas(tmp_path, capsys):
+    """The setting is printed unrounded, tau_4(1) is said to be a ratio of expectations, a
+    table without ones says so, and numeric levels written with decimal commas come back
+    with them."""
+    src = tmp_path / "eu.csv"
+    pd.DataFrame({"dose": ["1,5", "2,25", "1,5", "2,25", "3"] * 4,
+                  "g": ["a", "a", "b", "b", "b"] * 4}).to_csv(src, sep=";", index=False)
+    out = tmp_path / "syn.csv"
+    assert main(["saturate", str(src), "-o", str(out), "--family", "nbi", "--sigma",
+                 "0.12345678", "--alpha", "1.23456789e-05", "--seed", "1"]) == 0
+    line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("setting:")][0]
+    assert "sigma = 0.12345678," in line and "alpha = 1.23456789e-05;" in line
+    assert "a ratio of expected counts" in line
+    assert "no cell of this table has count 1" in line  # every cell holds 4 records
+    text = out.read_text().splitlines()
+    assert text[0] == "dose;g;count"
+    doses = {row.split(";")[0] for row in text[1:]}
+    assert doses <= {"1,5", "2,25", "3"} and "1,5" in doses
+
+
 def test_save_model_never_replaces_a_folder_or_file_unasked(csv, tmp_path, capsys):
     """--save-model replaces its whole folder, so it is checked before fitting: the folder
     holding the input, an existing folder (without --overwrite) and a file are refused, and
