@@ -21,7 +21,13 @@ from pymc.model import modelcontext
 from threadpoolctl import threadpool_limits
 
 from bayesynth.errors import IncompatibleModelError, check_integer
-from bayesynth.models.copula_quantities import N_MC, effective_ess, effective_rhat, not_judged
+from bayesynth.models.copula_quantities import (
+    MAX_DRAWS,
+    N_MC,
+    effective_ess,
+    effective_rhat,
+    not_judged,
+)
 from bayesynth.models.latent_class_dp import latent_class_spec
 from bayesynth.models.rank_probit_copula import get_layout
 from bayesynth.samplers.bart_steps import bart_steps, has_bart
@@ -160,7 +166,8 @@ def check_copula_convergence(idata: az.InferenceData, categorical_margins: str =
     -----
     RuntimeWarning
         When the largest R-hat exceeds :data:`RHAT_WARN`; the message names that quantity and
-        how many exceed it. Also when some quantities could not be judged (a rare level that
+        how many of those judged exceed it. Also when some quantities could not be judged (a rare
+        level, or a pair of columns rarely shown together, that
         got no Monte Carlo point in some draws: see
         :func:`~bayesynth.models.copula_quantities.synthesis_quantity_table`).
     """
@@ -171,8 +178,9 @@ def check_copula_convergence(idata: az.InferenceData, categorical_margins: str =
                                            else "")
         warnings.warn(
             f"{len(skipped)} of the {len(table)} quantities synthesis uses could not be judged "
-            f"({shown}): their level got none of the {N_MC} Monte Carlo points in some draws, "
-            "so R-hat and ESS are undefined. Judge them with "
+            f"({shown}): in some draws none of the {N_MC} Monte Carlo points fell in their "
+            "level, or showed both of their columns, so R-hat and ESS are undefined. Judge "
+            "them with "
             f"bayesynth.evaluation.synthesis_diagnostics(idata, n_mc={10 * N_MC}) or more.",
             RuntimeWarning,
             stacklevel=stacklevel,
@@ -182,13 +190,15 @@ def check_copula_convergence(idata: az.InferenceData, categorical_margins: str =
         rhat = effective_rhat(table)
         label = table.index[int(np.nanargmax(rhat))]
         n_bad = int(np.sum(rhat > RHAT_WARN))
+        n_judged = int(np.sum(~np.isnan(rhat)))  # constant and unjudged quantities are NaN
         ext = int(idata.posterior.attrs.get("extensions", 0))
         after = f" after {ext} extension(s) of the chains" if ext else ""
         value = (f"{worst:.3f}" if np.isfinite(worst) else
                  "undefined (some draws are missing or infinite)")
         warnings.warn(
             f"Largest R-hat of the quantities synthesis uses is {value} ({label}), above "
-            f"{RHAT_WARN}; {n_bad} of {len(rhat)} quantities exceed it: the chains have not "
+            f"{RHAT_WARN}; {n_bad} of the {n_judged} quantities judged exceed it: the chains "
+            "have not "
             f"converged{after}. {_run_length_hint(idata, table)}(see "
             "bayesynth.evaluation.synthesis_diagnostics).",
             RuntimeWarning,
@@ -208,7 +218,11 @@ def _run_length_hint(idata: az.InferenceData, table: pd.DataFrame) -> str:
 
     The ESS is :func:`~bayesynth.models.copula_quantities.effective_ess`, as
     :class:`~bayesynth.evaluation.ConvergenceSummary` reads it: the quantities judged only,
-    and an undefined ESS of one of them counts as none, when no length is implied.
+    and an undefined ESS of one of them counts as none, when no length is implied. It is
+    computed on the draws the judge keeps (at most ``MAX_DRAWS`` in all, evenly thinned), and
+    the hint says so where they were thinned: the rate is then per draw the sampler kept, which
+    understates a fast-mixing chain's rate (thinning costs it ESS) and so overstates the run
+    it needs.
     """
     ess = effective_ess(table)
     judged = ~np.isnan(ess)
@@ -220,10 +234,28 @@ def _run_length_hint(idata: az.InferenceData, table: pd.DataFrame) -> str:
         return (f"The bulk ESS of {table.index[i]} is undefined, so this run implies no run "
                 "length. Increase tune and draws ")
     need = int(math.ceil(draws * ESS_AIM / ess[i]))
-    return (f"The smallest bulk ESS is {ess[i]:.0f} ({table.index[i]}) from {draws} draws per "
-            f"chain: at that rate a bulk ESS of {ESS_AIM} takes about {need:,} draws per chain, "
-            "and a chain that mixes slowly often needs more than this linear estimate. Increase "
+    chains = int(idata.posterior.sizes.get("chain", 1))
+    thin = max(1, int(math.ceil(chains * draws / MAX_DRAWS)))  # as the judge thins
+    if thin > 1:
+        used = -(-draws // thin)
+        source = (f"from {used} draws per chain (every {_ordinal(thin)} of {draws}: the "
+                  f"judge thins to {MAX_DRAWS:,} draws in all)")
+        caveat = (", a chain that mixes slowly often needs more than this linear estimate, "
+                  "and one that mixes fast may need less (thinning lowers its ESS per draw)")
+    else:
+        source = f"from {draws} draws per chain"
+        caveat = (", and a chain that mixes slowly often needs more than this linear "
+                  "estimate")
+    rate = "at that rate" if thin == 1 else f"at that rate per draw of the {draws}"
+    return (f"The smallest bulk ESS is {ess[i]:.0f} ({table.index[i]}) {source}: {rate} a "
+            f"bulk ESS of {ESS_AIM} takes about {need:,} draws per chain{caveat}. Increase "
             "tune and draws accordingly ")
+
+
+def _ordinal(k: int) -> str:
+    """Return 2nd, 3rd, 4th, 11th, 21st, ... for k."""
+    suffix = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
+    return f"{k}{suffix}"
 
 
 def steps(
@@ -643,15 +675,19 @@ def _dispersed_class_starts(model: pm.Model, chains: int, random_seed: Any
 
 
 def _extension_seed(random_seed: Any, ext: int, chains: int) -> Any:
-    """Derive extension ``ext``'s seeds from the run's seed, so that a seeded run repeats."""
+    """Derive extension ``ext``'s seed from the run's seed, so that a seeded run repeats.
+
+    A Generator seeded with a list of integers: PyMC would build the same one from the list,
+    but warns that a list no longer gives each chain its own seed (it never did here).
+    """
     if random_seed is None:
         return None
     if isinstance(random_seed, np.random.Generator):
-        return [int(s) for s in random_seed.integers(2**31, size=chains)]
+        return np.random.default_rng([int(s) for s in random_seed.integers(2**31, size=chains)])
     base = ([int(random_seed)] if np.ndim(random_seed) == 0
             else [int(s) for s in random_seed])
     state = np.random.SeedSequence([*base, 7919, ext]).generate_state(chains)
-    return [int(s) for s in state]
+    return np.random.default_rng([int(s) for s in state])
 
 
 def _constrained_point_fn(model: pm.Model):

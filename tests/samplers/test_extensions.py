@@ -62,6 +62,8 @@ def test_an_extension_continues_each_chain_from_its_final_state(monkeypatch):
     first, second = rec.results
     more = rec.calls[1]["draws"]
     assert rec.calls[1]["tune"] == sampling._retune(20) and more == 20
+    # one seed (a Generator), not a list, which PyMC warns no longer seeds each chain
+    assert isinstance(rec.calls[1]["random_seed"], np.random.Generator)
     assert [len(v) for v in ends.values()] == [40 + 100 + more] * 2
     for chain, init in enumerate(rec.calls[1]["initvals"]):
         last = ends[chain][39]  # the first run's final state of this chain
@@ -110,11 +112,19 @@ def test_runs_are_joined_in_order_with_fresh_draw_numbers():
 
 
 def test_extension_seeds_derive_from_the_run_seed():
-    a = sampling._extension_seed(5, 1, 2)
-    assert a == sampling._extension_seed(5, 1, 2)
-    assert a != sampling._extension_seed(5, 2, 2) and a != sampling._extension_seed(6, 1, 2)
+    def draws(seed, ext):  # what the Generator the extension gets would draw first
+        return sampling._extension_seed(seed, ext, 2).integers(2**31, size=4).tolist()
+
+    a = draws(5, 1)
+    assert a == draws(5, 1)
+    assert a != draws(5, 2) and a != draws(6, 1) and a != draws([5, 1], 1)
     assert sampling._extension_seed(None, 1, 2) is None
-    assert len(sampling._extension_seed([1, 2], 1, 2)) == 2
+    # the stream PyMC built from the list of per-chain seeds it used to be given
+    state = np.random.SeedSequence([5, 7919, 1]).generate_state(2)
+    assert a == np.random.default_rng([int(s) for s in state]).integers(2**31, size=4).tolist()
+    g1, g2 = np.random.default_rng(3), np.random.default_rng(3)
+    assert (sampling._extension_seed(g1, 1, 2).integers(2**31, size=4).tolist()
+            == sampling._extension_seed(g2, 1, 2).integers(2**31, size=4).tolist())
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, 2.0, True, None])
@@ -232,3 +242,24 @@ def test_the_run_length_hint_reads_the_quantities_the_summary_judges():
     text = sampling._run_length_hint(idata, table)
     assert f"The bulk ESS of {fourth} is undefined" in text and "draws per chain" not in text
     assert bs.evaluation.ConvergenceSummary.from_table(table).min_ess_bulk == 0.0
+
+
+def test_the_run_length_hint_says_when_the_judge_thinned_the_draws(monkeypatch):
+    """The judge keeps at most MAX_DRAWS draws in all, evenly thinned: the hint then says the
+    ESS came from the thinned draws and that its rate is per draw the sampler kept."""
+    model = _small_copula()
+    idata = _run(model, 5, check_convergence=False, max_extensions=0)
+    table = sampling.check_copula_convergence(idata)
+    table = table[table["sd"] > 0].copy()
+    table["ess_bulk"] = np.linspace(10.0, 50.0, len(table))
+    need = int(np.ceil(20 * sampling.ESS_AIM / 10.0))
+    plain = sampling._run_length_hint(idata, table)
+    assert "from 20 draws per chain: at that rate" in plain and "thins" not in plain
+    monkeypatch.setattr(sampling, "MAX_DRAWS", 20)  # 2 chains x 20 draws: every 2nd kept
+    text = sampling._run_length_hint(idata, table)
+    assert "from 10 draws per chain (every 2nd of 20: the judge thins to 20 draws in all)" \
+        in text
+    assert f"at that rate per draw of the 20 a bulk ESS of {sampling.ESS_AIM} takes about " \
+        f"{need:,} draws per chain" in text
+    monkeypatch.setattr(sampling, "MAX_DRAWS", 13)  # ceil(40 / 13) = 4: draws 0, 4, ..., 16
+    assert "from 5 draws per chain (every 4th of 20" in sampling._run_length_hint(idata, table)
