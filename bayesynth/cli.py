@@ -109,8 +109,10 @@ def read_table(path: str | Path) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        The table; ``df.attrs`` holds ``date_formats`` (column -> layout), ``delimiter`` and
-        ``decimal``.
+        The table; ``df.attrs`` holds ``date_formats`` (column -> layout), ``delimiter``,
+        ``decimal`` and ``fixed_decimals`` (column -> d, for numbers all written with d
+        decimals, "3260.10": output pads them alike; other numbers are written in their
+        shortest form at their column's precision).
 
     Raises
     ------
@@ -135,12 +137,15 @@ def read_table(path: str | Path) -> pd.DataFrame:
     try:
         df = pd.read_csv(path, sep=sep, keep_default_na=False, na_values=[""])
         numeric = [c for c in df.columns if pd.api.types.is_numeric_dtype(df[c].dtype)]
+        fixed: dict[str, int] = {}
         if numeric:  # zero-padded codes ("01", "007") are labels: keep them as written
             raw = pd.read_csv(path, sep=sep, keep_default_na=False, na_values=[""], dtype=str,
                               usecols=numeric)
             for c in numeric:
                 if raw[c].dropna().str.match(r"^-?0\d").any():
                     df[c] = raw[c]
+                elif (d := _fixed_decimals(raw[c])) is not None:
+                    fixed[str(c)] = d
     except (pd.errors.ParserError, UnicodeDecodeError) as err:
         raise BayesynthError(f"Input file '{path}' cannot be read as a UTF-8 CSV file: "
                              f"{err}") from err
@@ -155,13 +160,34 @@ def read_table(path: str | Path) -> pd.DataFrame:
                     and text.str.contains(",").any()):
                 df[c] = pd.to_numeric(s.str.replace(",", ".", regex=False))
                 decimal = ","
+                if (d := _fixed_decimals(text)) is not None:
+                    fixed[str(c)] = d
     if df.shape[1] == 1:
         print(f"bayesynth: note: '{path}' has a single column (no ',', ';', tab or '|' "
               "delimiter found in its first lines).", file=sys.stderr)
     df.attrs["date_formats"] = _parse_dates(df)
     df.attrs["delimiter"] = sep
     df.attrs["decimal"] = decimal
+    df.attrs["fixed_decimals"] = fixed
     return df
+
+
+def _fixed_decimals(text: pd.Series) -> int | None:
+    """Return d where every value is written with exactly d > 0 decimals ("3260.10").
+
+    Whole negative numbers (special codes such as -8) may stand beside them. None where the
+    values are written in their shortest forms ("12.5", "3", "0.125"): output then is too.
+    """
+    t = text.dropna().astype(str).str.strip()
+    frac = t.str.extract(r"^-?\d*[.,](\d+)$")[0]
+    has = frac.notna()
+    if not has.any():
+        return None
+    lengths = frac[has].str.len()
+    d = int(lengths.max())
+    if (lengths == d).all() and (has | t.str.fullmatch(r"-\d+")).all():
+        return d
+    return None
 
 
 def output_paths(output: str | Path, m: int) -> list[Path]:
@@ -249,6 +275,7 @@ def _for_csv(df: pd.DataFrame, like: pd.DataFrame | None = None, schema=None,
     """
     out = df.copy()
     formats = (like.attrs.get("date_formats", {}) if like is not None else {})
+    fixed = (like.attrs.get("fixed_decimals", {}) if like is not None else {})
     for c in out.columns:
         s = out[c]
         if pd.api.types.is_datetime64_any_dtype(s.dtype):
@@ -277,11 +304,13 @@ def _for_csv(df: pd.DataFrame, like: pd.DataFrame | None = None, schema=None,
                 or col.type not in ("count", "continuous"))):
             out[c] = s.round().astype("Int64")
         elif col is not None and col.decimals:
-            # every value at the column's decimals (3260.10 stays 3260.10, not 3260.1), special
-            # codes as themselves
+            # at the column's decimals, special codes as themselves: padded where the input
+            # wrote every value so (3260.10 stays 3260.10, not 3260.1), else in the shortest
+            # form (12.5, not 12.5000, beside values with four decimals)
             d, codes = int(col.decimals), {float(v) for v in col.special_codes}
-            text = [("" if not np.isfinite(v) else
-                     number_text(v) if v in codes else f"{v:.{d}f}") for v in x]
+            pad = str(c) in fixed
+            text = [("" if not np.isfinite(v) else number_text(v) if v in codes
+                     else f"{v:.{d}f}" if pad else number_text(round(v, d))) for v in x]
             out[c] = [t.replace(".", decimal) for t in text] if decimal != "." else text
         elif col is not None and col.decimals is not None:
             out[c] = s.round(col.decimals)

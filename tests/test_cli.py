@@ -361,6 +361,27 @@ def test_semicolon_file_with_decimal_commas(tmp_path):
     assert back["weight"].between(w.min(), w.max()).all()
 
 
+def test_numbers_written_in_their_shortest_forms_come_back_so(tmp_path):
+    """CE writes amounts in their shortest forms with up to four decimals (12.5, 3, 0.1234):
+    the output must not pad them to four (12.5000), which no real value has. A column all
+    written with two decimals (3260.10) is padded, as in the test below."""
+    from bayesynth.cli import read_table
+
+    rng = np.random.default_rng(2)
+    amount = [round(float(x), int(d)) for x, d in
+              zip(rng.gamma(2.0, 50.0, 150), rng.integers(0, 5, 150))]
+    src = tmp_path / "ce.csv"
+    pd.DataFrame({"amount": amount, "g": rng.choice(["a", "b"], 150)}).to_csv(src, index=False)
+    assert read_table(src).attrs["fixed_decimals"] == {}
+    out = tmp_path / "syn.csv"
+    assert main(["synthesize", str(src), "-o", str(out), "--draws", "20", "--tune", "20",
+                 "--chains", "1", "--max-extensions", "0", "--seed", "1", "--quiet"]) == 0
+    values = [line.split(",")[0] for line in out.read_text().splitlines()[1:]]
+    frac = [v.split(".")[1] for v in values if "." in v]
+    assert frac and all(len(f) <= 4 and not f.endswith("0") for f in frac)
+    assert any(len(f) < 4 for f in frac)
+
+
 def test_cli_keeps_written_decimals_and_refuses_bad_outputs_before_work(tmp_path, capsys):
     """Money written with 2 decimals came back as -9834.5; an output path that is a folder
     failed only after the fit; a header-only saturate input wrote an empty file; --bart-trees
