@@ -709,6 +709,12 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Print a warning as a command-line user reads it: what, not where in our code."""
+    kind = "" if category in (UserWarning, RuntimeWarning) else f" ({category.__name__})"
+    print(f"bayesynth: warning{kind}: {message}", file=file or sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``bayesynth`` console script.
 
@@ -727,7 +733,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = _parser().parse_args(argv)
     try:
-        with stop_on_signals():
+        with stop_on_signals(), warnings.catch_warnings():
+            warnings.showwarning = _show_warning
             return int(args.func(args))
     except BayesynthError as err:
         print(f"bayesynth: error: {err}", file=sys.stderr)

@@ -410,3 +410,19 @@ def test_cli_keeps_written_decimals_and_refuses_bad_outputs_before_work(tmp_path
     assert main(["evaluate", str(src), str(out), "-o", str(tmp_path / "r.html"), "--known",
                  "age", "--sensitive", "age"]) == 2
     assert "also a key" in capsys.readouterr().err
+
+
+def test_warnings_are_printed_for_command_line_users(csv, tmp_path, capsys):
+    """A warning (here: chains too short to converge) reads as the command's own message, not
+    as a Python source location and line of bayesynth's code."""
+    import warnings
+
+    out = tmp_path / "syn.csv"
+    before = warnings.showwarning
+    assert main(["synthesize", str(csv), "-o", str(out), "--draws", "8", "--tune", "8",
+                 "--chains", "2", "--cores", "1", "--max-extensions", "0", "--seed", "1",
+                 "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "bayesynth: warning: Largest R-hat" in err
+    assert "cli.py:" not in err and "RuntimeWarning" not in err
+    assert warnings.showwarning is before  # restored for the caller
