@@ -543,9 +543,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     print(f"continuous synthetic values equal to a real value: {copies:.2%}")
     if args.output:
         out = Path(args.output)
-        _write_csv(real, out / "real.csv")
+        # with the schema, as synthesize writes: each column at its precision, whole
+        # values without a decimal point (79, not 79.0)
+        _write_csv(real, out / "real.csv", schema=syn.schema_)
         for i, s in enumerate(synth, 1):
-            _write_csv(s, out / f"synthetic_{i}.csv")
+            _write_csv(s, out / f"synthetic_{i}.csv", schema=syn.schema_)
         syn.save(out / "model")
         print(f"\nwrote {out}/real.csv, synthetic_1..{args.m}.csv and the fitted model "
               f"({out}/model)")

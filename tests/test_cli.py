@@ -76,6 +76,13 @@ def test_demo_small(tmp_path, capsys):
     assert "convergence not judged: it needs at least two chains" in out  # one chain
     assert (tmp_path / "demo" / "synthetic_2.csv").exists()
     assert (tmp_path / "demo" / "model" / "posterior.nc").exists()
+    # each column at its precision (two decimals here), whole values without ".0"
+    for name in ("real.csv", "synthetic_1.csv"):
+        rows = (tmp_path / "demo" / name).read_text().splitlines()
+        header = rows[0].split(",")
+        temps = [r.split(",")[header.index("temp_t2")] for r in rows[1:]]
+        assert not any(v.endswith(".0") for v in temps)
+        assert all(len(v.split(".")[1]) <= 2 for v in temps if "." in v)
 
 
 def test_synthesize_with_bart_targets(csv, tmp_path):
