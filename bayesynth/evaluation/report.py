@@ -69,7 +69,8 @@ def _jsonable(obj: Any) -> Any:
     if isinstance(obj, list | tuple):
         return [_jsonable(v) for v in obj]
     if isinstance(obj, pd.DataFrame):
-        return _jsonable(obj.reset_index().to_dict(orient="records"))
+        plain = obj.index.name is None and isinstance(obj.index, pd.RangeIndex)
+        return _jsonable(obj.reset_index(drop=plain).to_dict(orient="records"))
     if isinstance(obj, np.generic):
         obj = obj.item()
     if isinstance(obj, float) and not math.isfinite(obj):
@@ -375,6 +376,7 @@ def _partially_synthetic_risk(real, syns, results, sections, *, schema, known, s
         risk_values = ir.per_dataset["risk"].to_numpy()
         ir_table = ir.per_dataset.copy()
         _number_datasets(ir_table)
+        sweep = sweep.assign(dataset=sweep["dataset"] + 1)  # numbered from 1, as the rest
         results["identification_risk"] = {
             "known": list(known), "synthesized": list(synthesized), "radius": radius,
             "per_dataset": ir_table, "summary": ir.summary,
@@ -401,9 +403,10 @@ def _partially_synthetic_risk(real, syns, results, sections, *, schema, known, s
             else str(per_end[0])
         sections.append(_section(
             "Attribute disclosure at outliers",
-            f"Sensitive <b>{html.escape(sensitive)}</b> at the {ends} lowest and {ends} highest "
-            "values "
-            f"of public <b>{html.escape(public)}</b> (Feldman & Kowal 2022, section 6.4): R^2 "
+            f"Sensitive <b>{html.escape(sensitive)}</b> of the {ends} records with the lowest "
+            f"and the {ends} with the highest values "
+            f"of public <b>{html.escape(public)}</b> (ties taken in row order; Feldman & "
+            "Kowal 2022, section 6.4): R^2 "
             "(numeric) or accuracy (categorical); near 0, or near the base rate, is safe. R^2 "
             "is NaN when one side is constant at the extremes: read exact_share (pairs with "
             "equal values) there.",
@@ -548,9 +551,11 @@ def _at_a_glance(results: dict) -> list[dict[str, Any]]:
                "somewhat better than chance" if auc < 0.75 else "easily")
     below = ("; below 0.5 it can also mean synthetic records close to real ones, so read "
              "the risk measures" if auc < 0.5 else "")
+    paired = ("; records that keep most of their row's real values put it well below 1"
+              if results["kind"] == "partially" else "")
     sentence = (f"A gradient-boosting classifier tells synthetic from real records {verdict} "
                 f"(out-of-fold AUC {auc:.2f}; 0.5 = indistinguishable{below}); logistic "
-                f"S_pMSE {spmse:.1f} (about 1 = indistinguishable).")
+                f"S_pMSE {spmse:.2g} (about 1 = indistinguishable{paired}).")
     if auc < 0.4 and results["kind"] == "partially":
         sentence = (f"The out-of-fold AUC is {auc:.2f}, well below 0.5, as expected when the "
                     "synthetic records keep the real records' rows (each sits next to its own "
@@ -646,8 +651,12 @@ def _at_a_glance(results: dict) -> list[dict[str, Any]]:
             out.append({"aspect": "risk", "value": r, "measure": "identification risk",
                         "sentence": f"Matching real records row by row identifies {r:.4g} "
                                     f"records in expectation at radius "
-                                    f"{100 * ir['radius']:g}% (partially synthetic data)."
-                                    + whole})
+                                    f"{100 * ir['radius']:g}% (partially synthetic data)"
+                                    + ("" if ir["best_radius"] == ir["radius"] else
+                                       f"; {ir['risk_at_best_radius']:.4g} at radius "
+                                       f"{100 * ir['best_radius']:g}%, the radius of those "
+                                       "tried that maximises it")
+                                    + "." + whole})
         else:
             out.append({"aspect": "risk", "value": None, "measure": "identification risk",
                         "sentence": "Partially synthetic data: name the known and synthesized "

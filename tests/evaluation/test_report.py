@@ -124,6 +124,13 @@ def test_fully_synthetic_report_uses_measures_that_fit(rng, tmp_path):
     res3 = bs.evaluation.report(real, syns[:1], out, kind="partially", known=["k"],
                                 synthesized=["x"])
     assert "identification_risk" in res3 and "fully_synthetic_risk" not in res3
+    ir = res3["identification_risk"]
+    assert {r["dataset"] for r in ir["sweep"]} == {1} and "index" not in ir["sweep"][0]
+    risk = {g["aspect"]: g["sentence"] for g in res3["at_a_glance"]}["risk"]
+    if ir["best_radius"] != ir["radius"]:
+        assert f"at radius {100 * ir['best_radius']:g}%, the radius of those tried" in risk
+    glance = {g["aspect"]: g["sentence"] for g in res3["at_a_glance"]}["distinguishability"]
+    assert "keep most of their row's real values put it well below 1" in glance
 
 
 def test_evaluate_with_holdout(rng, tmp_path, capsys):
@@ -203,5 +210,5 @@ def test_report_says_what_it_did_not_measure(rng, tmp_path):
     assert res["kind"] == "partially" and "'k' (100% of rows)" in res["kind_note"]
     page = out.read_text()
     assert "Records kept whole" in page and "hold-out data are not used" in page
-    assert "at the 15 lowest and 15 highest" in page
+    assert "of the 15 records with the lowest and the 15 with the highest values" in page
     assert res["partially_synthetic_copies"][0]["own_record_share"] == 0.0
