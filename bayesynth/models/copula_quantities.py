@@ -70,7 +70,7 @@ from bayesynth.models.level_calibration import calibrate_block
 from bayesynth.rules import _is_missing
 
 __all__ = ["CopulaBlocks", "implied_quantities", "synthesis_quantity_table", "effective_rhat",
-           "effective_ess", "not_judged", "data_margins",
+           "effective_ess", "judge_thinning", "not_judged", "data_margins",
            "N_MC", "BLOCKS_ATTR", "MAX_DRAWS", "CATEGORICAL_MARGINS",
            "check_categorical_margins"]
 
@@ -661,7 +661,7 @@ def synthesis_quantity_table(idata, *, max_draws: int = MAX_DRAWS, n_mc: int | N
         raise KeyError("The posterior carries no copula blocks: pass model= (or sample the "
                        "model with bayesynth.sample).")
     nc, nd = post.sizes["chain"], post.sizes["draw"]
-    thin = max(1, int(np.ceil(nc * nd / max_draws)))
+    thin = judge_thinning(nc, nd, max_draws)
     sub = post.isel(draw=slice(None, None, thin))
     nd2 = sub.sizes["draw"]
     latent = [str(v) for v in post.coords["latent"].values]
@@ -742,6 +742,16 @@ def effective_rhat(table: pd.DataFrame) -> np.ndarray:
     if "undefined_share" in table:
         skipped |= table["undefined_share"].to_numpy(dtype=float) > 0
     return np.where(np.isfinite(rhat), rhat, np.where(skipped, np.nan, np.inf))
+
+
+def judge_thinning(chains: int, draws: int, max_draws: int = MAX_DRAWS) -> int:
+    """Return the step by which the convergence judge thins each chain's draws.
+
+    The smallest step that leaves at most ``max_draws`` draws in all (every step-th draw of
+    each chain, from the first): :func:`synthesis_quantity_table` judges those, and the
+    run-length hint of :func:`bayesynth.sample`'s warning says so.
+    """
+    return max(1, int(np.ceil(chains * draws / max_draws)))
 
 
 def effective_ess(table: pd.DataFrame) -> np.ndarray:

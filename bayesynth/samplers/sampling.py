@@ -26,6 +26,7 @@ from bayesynth.models.copula_quantities import (
     N_MC,
     effective_ess,
     effective_rhat,
+    judge_thinning,
     not_judged,
 )
 from bayesynth.models.latent_class_dp import latent_class_spec
@@ -234,19 +235,18 @@ def _run_length_hint(idata: az.InferenceData, table: pd.DataFrame) -> str:
         return (f"The bulk ESS of {table.index[i]} is undefined, so this run implies no run "
                 "length. Increase tune and draws ")
     need = int(math.ceil(draws * ESS_AIM / ess[i]))
-    chains = int(idata.posterior.sizes.get("chain", 1))
-    thin = max(1, int(math.ceil(chains * draws / MAX_DRAWS)))  # as the judge thins
+    thin = judge_thinning(int(idata.posterior.sizes.get("chain", 1)), draws, MAX_DRAWS)
     if thin > 1:
         used = -(-draws // thin)
         source = (f"from {used} draws per chain (every {_ordinal(thin)} of {draws}: the "
                   f"judge thins to {MAX_DRAWS:,} draws in all)")
+        rate = f"at that rate per draw of the {draws}"
         caveat = (", a chain that mixes slowly often needs more than this linear estimate, "
                   "and one that mixes fast may need less (thinning lowers its ESS per draw)")
     else:
-        source = f"from {draws} draws per chain"
+        source, rate = f"from {draws} draws per chain", "at that rate"
         caveat = (", and a chain that mixes slowly often needs more than this linear "
                   "estimate")
-    rate = "at that rate" if thin == 1 else f"at that rate per draw of the {draws}"
     return (f"The smallest bulk ESS is {ess[i]:.0f} ({table.index[i]}) {source}: {rate} a "
             f"bulk ESS of {ESS_AIM} takes about {need:,} draws per chain{caveat}. Increase "
             "tune and draws accordingly ")
