@@ -33,6 +33,7 @@ Example: a user's own model (a Poisson regression) ready for every mechanism::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +58,7 @@ from bayesynth.models.priors import PriorFactory, Priors
 __all__ = [
     "weighted_observed",
     "record_loglik",
+    "record_loglik_chains",
     "observed_name",
     "observed_info",
     "contribution_function",
@@ -274,11 +276,7 @@ def record_loglik(model: pm.Model, idata, *, max_draws: int | None = None,
     -------
     numpy.ndarray
     """
-    raw = observed_info(model).raw
-    rvs = [rv for rv in model.free_RVs]
-    holders = [rv.type() for rv in rvs]
-    graph = pytensor.graph.replace.graph_replace(raw, dict(zip(rvs, holders)), strict=False)
-    fn = pytensor.function(holders, graph, on_unused_input="ignore")
+    rvs, fn = _loglik_function(model)
     post = _posterior(idata)
     if "sample" not in post.dims:
         post = post.stack(sample=("chain", "draw"))
@@ -288,6 +286,58 @@ def record_loglik(model: pm.Model, idata, *, max_draws: int | None = None,
         idx = np.sort(np.random.default_rng(random_seed).choice(S, max_draws, replace=False))
     draws = [np.moveaxis(post[rv.name].values, -1, 0) for rv in rvs]  # (S, ...)
     return np.array([fn(*(d[s] for d in draws)) for s in idx])
+
+
+def _loglik_function(model: pm.Model) -> tuple[list[Any], Callable[..., np.ndarray]]:
+    """Compile f_theta(x_i) for every record as a function of the free variables (returned)."""
+    raw = observed_info(model).raw
+    rvs = list(model.free_RVs)
+    holders = [rv.type() for rv in rvs]
+    graph = pytensor.graph.replace.graph_replace(raw, dict(zip(rvs, holders)), strict=False)
+    return rvs, pytensor.function(holders, graph, on_unused_input="ignore")
+
+
+def record_loglik_chains(model: pm.Model, idata, *, max_draws: int = 4000,
+                         max_records: int = 2000) -> tuple[np.ndarray, np.ndarray]:
+    """Per-record log-likelihoods f_theta(x_i) by chain, on evenly thinned draws and records.
+
+    What a convergence check of a weighted-likelihood fit reads: the likelihood of each record
+    does not change when mixture components swap labels, and it is what both the Lipschitz
+    bound (its largest absolute value over draws) and the synthetic data (the predictive
+    density) rest on.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        Built with :func:`weighted_observed`.
+    idata : arviz.InferenceData
+        A posterior of ``model`` with dims ``chain`` and ``draw``.
+    max_draws : int, default 4000
+        Draws in all chains together: every ``ceil(chains * draws / max_draws)``-th draw of
+        each chain is kept.
+    max_records : int, default 2000
+        Every ``ceil(n / max_records)``-th record is kept.
+
+    Returns
+    -------
+    loglik : numpy.ndarray
+        Shape (chain, kept draw, kept record).
+    records : numpy.ndarray
+        The kept records' positions.
+    """
+    rvs, fn = _loglik_function(model)
+    post = _posterior(idata)
+    n_chain, n_draw = post.sizes["chain"], post.sizes["draw"]
+    step = max(1, math.ceil(n_chain * n_draw / max_draws))
+    draw_idx = np.arange(0, n_draw, step)
+    values = [post[rv.name].values for rv in rvs]  # (chain, draw, ...)
+    n = len(observed_info(model).weights)
+    records = np.arange(0, n, max(1, math.ceil(n / max_records)))
+    out = np.empty((n_chain, len(draw_idx), len(records)))
+    for c in range(n_chain):
+        for j, d in enumerate(draw_idx):
+            out[c, j] = np.asarray(fn(*(v[c, d] for v in values))).reshape(-1)[records]
+    return out, records
 
 
 def contribution_function(model: pm.Model) -> Callable[..., np.ndarray]:

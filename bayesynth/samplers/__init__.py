@@ -10,8 +10,10 @@ import pymc as _pm
 
 from bayesynth.samplers import kernels
 from bayesynth.samplers.sampling import (
+    LoglikConvergence,
     assign_copula_steps,
     check_copula_convergence,
+    check_loglik_convergence,
     sample,
     steps,
 )
@@ -38,6 +40,8 @@ __all__ = [
     "sample",
     "assign_copula_steps",
     "check_copula_convergence",
+    "check_loglik_convergence",
+    "LoglikConvergence",
     "kernels",
     "truncnorm",
     "COPULA_STEPS",

@@ -10,6 +10,7 @@ import os
 import warnings
 import weakref
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import arviz as az
@@ -30,6 +31,8 @@ from bayesynth.models.copula_quantities import (
     not_judged,
 )
 from bayesynth.models.latent_class_dp import latent_class_spec
+from bayesynth.models.metadata import metadata_names
+from bayesynth.models.pseudo_posterior import record_loglik_chains
 from bayesynth.models.rank_probit_copula import get_layout
 from bayesynth.samplers.bart_steps import bart_steps, has_bart
 from bayesynth.samplers.latent_class import latent_class_steps
@@ -42,7 +45,7 @@ from bayesynth.samplers.steps import (
 )
 
 __all__ = ["steps", "sample", "assign_copula_steps", "check_copula_convergence",
-           "IDENTIFIED_VARS", "LATENT_VARS"]
+           "check_loglik_convergence", "LoglikConvergence", "IDENTIFIED_VARS", "LATENT_VARS"]
 
 _log = logging.getLogger("bayesynth")
 
@@ -208,6 +211,118 @@ def check_copula_convergence(idata: az.InferenceData, categorical_margins: str =
     return table
 
 
+@dataclass(frozen=True)
+class LoglikConvergence:
+    """How far a weighted-likelihood fit converged, judged on the records' log-likelihoods.
+
+    Attributes
+    ----------
+    max_rhat : float
+        Largest rank-normalised split R-hat of f_theta(x_i) over the judged records (NaN with
+        one chain or fewer than four kept draws per chain).
+    worst_record : int
+        Position of the record with that R-hat (-1 when there is none).
+    min_ess_bulk : float
+        Smallest bulk effective sample size over the judged records.
+    n_divergent : int
+        Divergent transitions among the kept draws (NUTS; 0 for samplers that have none).
+    n_records, n_draws : int
+        Records and draws (all chains) judged.
+    """
+
+    max_rhat: float
+    worst_record: int
+    min_ess_bulk: float
+    n_divergent: int
+    n_records: int
+    n_draws: int
+
+    @property
+    def converged(self) -> bool:
+        """No divergence, and R-hat at most :data:`RHAT_WARN` (or not computable)."""
+        return self.n_divergent == 0 and not (self.max_rhat > RHAT_WARN)
+
+
+def _has_weighted_likelihood(model: pm.Model) -> bool:
+    return len(metadata_names(model, "records_")) == 1
+
+
+def check_loglik_convergence(model: pm.Model, idata: az.InferenceData, *,
+                             what: str | None = None, stacklevel: int = 2
+                             ) -> LoglikConvergence:
+    """Judge a weighted-likelihood fit on its records' log-likelihoods; warn if unconverged.
+
+    The check :func:`sample` runs after sampling a model built with
+    :func:`~bayesynth.models.pseudo_posterior.weighted_observed` (the pseudo-posterior base
+    models). It reads f_theta(x_i), the log-likelihood of each record at each draw
+    (:func:`~bayesynth.models.pseudo_posterior.record_loglik_chains`: at most 2,000 records
+    and 4,000 draws, evenly thinned), not the parameters: f does not change when mixture
+    components swap labels (a two-component ``beta_mixture`` fitted to one-component data has
+    parameter R-hats near 1.8 with converged likelihoods), and it is what both the empirical
+    Lipschitz bound and the synthetic data (the predictive density) rest on.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        Built with ``weighted_observed``.
+    idata : arviz.InferenceData
+        Its posterior.
+    what : str, optional
+        Which fit this is, to start the warning with (for example
+        ``"PseudoPosteriorSynthesizer(weighted): the unweighted fit"``).
+    stacklevel : int, default 2
+        As :func:`warnings.warn`'s, counted from the caller of this function.
+
+    Returns
+    -------
+    LoglikConvergence
+
+    Warns
+    -----
+    RuntimeWarning
+        When the largest R-hat exceeds :data:`RHAT_WARN` (1.01), or when NUTS reported
+        divergent transitions after tuning (the draws may then miss part of the posterior).
+    """
+    L, records = record_loglik_chains(model, idata)
+    n_chain, n_draw, _ = L.shape
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # constant or infinite records: NaN
+        ds = xr.Dataset({"f": (("chain", "draw", "record"), L)})
+        rhat = (az.rhat(ds)["f"].values if n_chain >= 2 and n_draw >= 4
+                else np.full(L.shape[2], np.nan))
+        ess = az.ess(ds)["f"].values if n_draw >= 4 else np.full(L.shape[2], np.nan)
+    stats = getattr(idata, "sample_stats", None)
+    div = (int(stats["diverging"].sum()) if stats is not None and "diverging" in stats
+           else 0)
+    finite = np.isfinite(rhat)
+    worst = int(np.argmax(np.where(finite, rhat, -np.inf))) if finite.any() else -1
+    result = LoglikConvergence(
+        float(rhat[worst]) if worst >= 0 else math.nan,
+        int(records[worst]) if worst >= 0 else -1,
+        float(np.nanmin(ess)) if np.isfinite(ess).any() else math.nan,
+        div, int(L.shape[2]), int(n_chain * n_draw))
+    problems = []
+    if result.max_rhat > RHAT_WARN:
+        n_bad = int(np.sum(rhat[finite] > RHAT_WARN))
+        problems.append(
+            f"the largest R-hat of the records' log-likelihoods f_theta(x_i) is "
+            f"{result.max_rhat:.3f} (record {result.worst_record}), above {RHAT_WARN}, for "
+            f"{n_bad} of the {int(finite.sum())} records judged: the chains have not "
+            "converged")
+    if div:
+        problems.append(
+            f"{div} divergent transition(s) after tuning: the draws may miss part of the "
+            "posterior (raise target_accept)")
+    if problems:
+        start = f"{what}: " if what else ""
+        warnings.warn(
+            f"{start}{'; '.join(problems)}. The empirical Lipschitz bound and the synthetic "
+            f"data rest on these draws; run longer (draws, tune). Smallest bulk ESS "
+            f"{result.min_ess_bulk:.0f} of {result.n_draws} draws judged.",
+            RuntimeWarning, stacklevel=stacklevel)
+    return result
+
+
 def _run_length_hint(idata: az.InferenceData, table: pd.DataFrame) -> str:
     """How many draws per chain the slowest quantity's ESS rate implies for an ESS of ESS_AIM.
 
@@ -351,7 +466,9 @@ def sample(
     ``random_seed``), so that R-hat can see the separate modes of the composite likelihood.
     Any other model (for example the pseudo
     posterior base models) is sampled by PyMC's default steps, with the BLAS and parallel-chain
-    settings below.
+    settings below; models built with
+    :func:`~bayesynth.models.pseudo_posterior.weighted_observed` are then judged on their
+    records' log-likelihoods (:func:`check_loglik_convergence`).
 
     Parameters
     ----------
@@ -398,11 +515,12 @@ def sample(
         draw's intercepts calibrated to the data's level frequencies, ``"model"`` with the
         draw's own (see :func:`bayesynth.evaluation.synthesis_diagnostics`).
     check_convergence : bool, default True
-        Copula and latent class models: judge convergence after sampling and warn (see
-        Returns). The copula's judgement computes every quantity synthesis uses for each kept
-        draw (40-80 s on SD2011 with 2,000 draws); ``False`` skips it, for a caller that runs
-        :func:`check_copula_convergence` (or
-        :func:`~bayesynth.evaluation.synthesis_diagnostics`) itself.
+        Copula, latent class and weighted-likelihood (pseudo-posterior) models: judge
+        convergence after sampling and warn (see Returns). The copula's judgement computes
+        every quantity synthesis uses for each kept draw (40-80 s on SD2011 with 2,000
+        draws); ``False`` skips it, for a caller that runs :func:`check_copula_convergence`
+        (or :func:`~bayesynth.evaluation.synthesis_diagnostics`, or
+        :func:`check_loglik_convergence`) itself.
     max_extensions : int, default 0
         Copula with two or more chains: when the largest R-hat of the quantities synthesis
         uses exceeds :data:`RHAT_WARN` after sampling, but not :data:`EXTEND_RHAT_MAX` (1.1;
@@ -432,8 +550,10 @@ def sample(
         any quantity synthesis uses (the correlations between variables, implied level
         probabilities, pair associations and category-conditional means; see
         :func:`bayesynth.evaluation.synthesis_diagnostics`) exceeds :data:`RHAT_WARN` (1.01);
-        for a latent class model when a table probability's exceeds 1.05. R-hat of ``Lambda``
-        is meaningless: it is not identified.
+        for a latent class model when a table probability's exceeds 1.05; for a model built
+        with :func:`~bayesynth.models.pseudo_posterior.weighted_observed` when a record's
+        log-likelihood's exceeds 1.01 or NUTS diverged (:func:`check_loglik_convergence`).
+        R-hat of ``Lambda`` is meaningless: it is not identified.
 
     Examples
     --------
@@ -555,6 +675,8 @@ def sample(
                                           if v != "cell_prob"])
     elif copula:
         check_copula_convergence(idata, categorical_margins, stacklevel=3)
+    elif _has_weighted_likelihood(model):
+        check_loglik_convergence(model, idata, stacklevel=3)
     return idata
 
 

@@ -22,6 +22,7 @@ import xarray as xr
 from bayesynth.errors import InvalidParameterError, SchemaError
 from bayesynth.models.pseudo_posterior import observed_info
 from bayesynth.privacy import Ledger, LedgerEntry
+from bayesynth.samplers.sampling import LoglikConvergence
 from bayesynth.synthesis.base import json_ready, read_idata, read_json, read_netcdf, write_json
 
 if TYPE_CHECKING:
@@ -81,7 +82,8 @@ def write_pseudo_posterior(syn: PseudoPosteriorSynthesizer, directory: Path) -> 
             return None
         return {"mechanism": d.mechanism, "empirical_delta": float(d.empirical_delta),
                 "empirical_local_epsilon": float(d.empirical_local_epsilon),
-                "n_truncated": int(d.n_truncated), "n_censored": int(d.n_censored)}
+                "n_truncated": int(d.n_truncated), "n_censored": int(d.n_censored),
+                "convergence": None if d.convergence is None else asdict(d.convergence)}
 
     g = asdict(syn.guarantee_)
     g["epsilon"] = None if math.isinf(g["epsilon"]) else g["epsilon"]
@@ -163,11 +165,13 @@ def read_pseudo_posterior(cls: type[PseudoPosteriorSynthesizer], directory: Path
     d = state["diagnostics"]
     obj.diagnostics_ = _diagnostics(
         d["mechanism"], ds["diag_weights"].values, d["empirical_delta"],
-        d["empirical_local_epsilon"], d["n_truncated"], d["n_censored"], idata)
+        d["empirical_local_epsilon"], d["n_truncated"], d["n_censored"], idata,
+        _convergence(d.get("convergence")))
     u = state.get("unweighted_diagnostics")
     obj.unweighted_diagnostics_ = None if u is None else _diagnostics(
         u["mechanism"], ds["unweighted_weights"].values, u["empirical_delta"],
-        u["empirical_local_epsilon"], u["n_truncated"], u["n_censored"], None)
+        u["empirical_local_epsilon"], u["n_truncated"], u["n_censored"], None,
+        _convergence(u.get("convergence")))
     g = dict(state["guarantee"])
     g["epsilon"] = math.inf if g["epsilon"] is None else float(g["epsilon"])
     obj.guarantee_ = LedgerEntry(**g)
@@ -205,6 +209,12 @@ def _diagnostics(*args: Any) -> Any:
     from bayesynth.synthesis.pseudo_posterior import PseudoPosteriorDiagnostics
 
     return PseudoPosteriorDiagnostics(*args)
+
+
+def _convergence(d: dict[str, Any] | None) -> LoglikConvergence | None:
+    if d is None:  # saved before the fits were judged, or not judged
+        return None
+    return LoglikConvergence(**{k: (math.nan if v is None else v) for k, v in d.items()})
 
 
 def _calibration(path: Path) -> Any:

@@ -84,6 +84,7 @@ from bayesynth.privacy.lipschitz import (  # re-exported
     record_bounds,
 )
 from bayesynth.privacy.neighbours import release_rng
+from bayesynth.samplers.sampling import LoglikConvergence, check_loglik_convergence
 from bayesynth.synthesis._pseudo_posterior_io import (
     factory_path,
     read_pseudo_posterior,
@@ -92,8 +93,10 @@ from bayesynth.synthesis._pseudo_posterior_io import (
 from bayesynth.synthesis.base import Synthesizer, json_ready, select_draws
 from bayesynth.synthesis.histogram import PerturbedHistogramSynthesizer  # re-exported
 from bayesynth.synthesis.weight_calibration import (  # re-exported
+    TARGET_ACCEPT,
     WeightCalibration,
     _sample,
+    _stacklevel_outside,
     calibrate_weights,
 )
 
@@ -141,6 +144,11 @@ class PseudoPosteriorDiagnostics:
     n_censored : int
         Records whose contribution reaches the censoring bound at some draw.
     idata : arviz.InferenceData
+    convergence : LoglikConvergence or None
+        How far the fit converged, judged on the records' log-likelihoods
+        (:func:`~bayesynth.samplers.check_loglik_convergence`; the fit warns when it has not).
+        None for a posterior given to :meth:`PseudoPosteriorSynthesizer.from_posterior`
+        and not judged there.
     """
 
     mechanism: str
@@ -150,6 +158,7 @@ class PseudoPosteriorDiagnostics:
     n_truncated: int
     n_censored: int
     idata: Any = field(repr=False)
+    convergence: LoglikConvergence | None = None
 
 
 def _truncation_checked(entry: LedgerEntry, w: np.ndarray, L: np.ndarray, eps: float,
@@ -217,6 +226,12 @@ class PseudoPosteriorSynthesizer(Synthesizer):
         With ``censor_w``: fixed weights in [0, 1], one per record, which the user states were
         set independently of the confidential data (strict guarantee under that assumption).
     draws, tune, chains : int
+        Every fit is judged on its records' log-likelihoods and warns when it has not converged
+        (:func:`~bayesynth.samplers.check_loglik_convergence`; the result is in
+        ``diagnostics_.convergence``).
+    target_accept : float, default 0.95
+        NUTS's target acceptance rate (PyMC's default is 0.8, which left divergences in
+        two-component ``beta_mixture`` fits).
     random_seed : int, optional
         Seeds the MCMC. For the privacy mechanisms a fixed seed warns (:class:`PrivacyWarning`);
         leave it None for a real release.
@@ -269,7 +284,8 @@ class PseudoPosteriorSynthesizer(Synthesizer):
                  c1: float = 1.0, c2: float = 0.0,
                  calibration: WeightCalibration | None = None,
                  weights: np.ndarray | None = None, draws: int = 1000,
-                 tune: int = 1000, chains: int = 2, random_seed: int | None = None,
+                 tune: int = 1000, chains: int = 2, target_accept: float = TARGET_ACCEPT,
+                 random_seed: int | None = None,
                  factory_kwargs: dict[str, Any] | None = None, max_loglik_draws: int = 500,
                  progressbar: bool = False, check_priors: bool = True):
         self.factory = factory
@@ -283,6 +299,7 @@ class PseudoPosteriorSynthesizer(Synthesizer):
         self.draws = draws
         self.tune = tune
         self.chains = chains
+        self.target_accept = target_accept
         self.random_seed = random_seed
         self.factory_kwargs = factory_kwargs
         self.max_loglik_draws = max_loglik_draws
@@ -440,12 +457,13 @@ class PseudoPosteriorSynthesizer(Synthesizer):
 
     # ------------------------------------------------------------------------- fitting
 
-    def _fit_model(self, data, weights, censor, seed):
+    def _fit_model(self, data, weights, censor, seed, what):
         model = self.factory(data, weights, censor, **(self.factory_kwargs or {}))
         self._check_built(model, weights, censor)
-        idata = _sample(model, self.draws, self.tune, self.chains, seed, self.progressbar)
+        idata, conv = _sample(model, self.draws, self.tune, self.chains, seed,
+                              self.progressbar, what, self.target_accept)
         L = record_loglik(model, idata, max_draws=self.max_loglik_draws, random_seed=seed)
-        return model, idata, L
+        return model, idata, L, conv
 
     def build_model(self, data) -> pm.Model:
         """Build the model the final fit samples (weights and censoring in place), for audits.
@@ -511,23 +529,28 @@ class PseudoPosteriorSynthesizer(Synthesizer):
         uw = None
         if self._needs_unweighted(mech):
             if "unweighted" not in shared:
-                shared["unweighted"] = self._fit_model(data, None, None, int(seeds[0]))
+                shared["unweighted"] = self._fit_model(
+                    data, None, None, int(seeds[0]), "PseudoPosteriorSynthesizer: the "
+                    "unweighted fit")
             uw = shared["unweighted"]
             ones = np.ones(uw[2].shape[1])
             d = lipschitz_bound(uw[2], ones)
             self.unweighted_diagnostics_ = PseudoPosteriorDiagnostics(
-                "unweighted", ones, d, local_epsilon(d, nb), 0, 0, uw[1])
+                "unweighted", ones, d, local_epsilon(d, nb), 0, 0, uw[1], uw[3])
         n_trunc = 0
         censor = c if mech in ("censor_uw", "censor_w") else None
         if mech == "unweighted":
-            model, idata, L = uw
+            model, idata, L, conv = uw
             w = np.ones(L.shape[1])
         elif mech in ("weighted", "weighted_e"):
             w = privacy_weights(uw[2], self.c1, self.c2)
             key = ("weighted", self.c1, self.c2)
             if key not in shared:
-                shared[key] = self._fit_model(data, w, None, int(seeds[1]))
-            model, idata, L = shared[key]
+                shared[key] = self._fit_model(
+                    data, w, None, int(seeds[1]),
+                    f"PseudoPosteriorSynthesizer: the weighted fit (c1 = {self.c1:g}, "
+                    f"c2 = {self.c2:g})")
+            model, idata, L, conv = shared[key]
             if mech == "weighted_e":
                 # one truncation, as in the paper. Repeating it while the refit's draws put
                 # records above c cascades: each refit widens the posterior (on 500 Beta
@@ -536,10 +559,14 @@ class PseudoPosteriorSynthesizer(Synthesizer):
                 over = record_bounds(L) * w > c
                 n_trunc = int(over.sum())
                 w = np.where(over, 0.0, w)
-                model, idata, L = self._fit_model(data, w, None, int(seeds[2]))
+                model, idata, L, conv = self._fit_model(
+                    data, w, None, int(seeds[2]), f"PseudoPosteriorSynthesizer(weighted_e, "
+                    f"epsilon = {eps:g}): the refit after truncation")
         elif mech == "censor_uw":
             w = np.ones(self._n)
-            model, idata, L = self._fit_model(data, None, censor, int(seeds[1]))
+            model, idata, L, conv = self._fit_model(
+                data, None, censor, int(seeds[1]),
+                f"PseudoPosteriorSynthesizer(censor_uw, epsilon = {eps:g}): the censored fit")
         else:  # censor_w
             data_model = shared.get("data_model")
             if data_model is None:
@@ -547,14 +574,17 @@ class PseudoPosteriorSynthesizer(Synthesizer):
             w = self._fixed_weights(data_model)
             if w is None:
                 w = privacy_weights(uw[2], self.c1, self.c2)
-            model, idata, L = self._fit_model(data, w, censor, int(seeds[1]))
+            model, idata, L, conv = self._fit_model(
+                data, w, censor, int(seeds[1]),
+                f"PseudoPosteriorSynthesizer(censor_w, epsilon = {eps:g}): the weighted, "
+                "censored fit")
         delta = lipschitz_bound(L, w, censor)  # the model's own (_check_built)
         n_cens = int(np.sum(record_bounds(L) * w > censor)) if censor else 0
         self.model_ = model
         self.idata_ = idata
         self.column_ = _name(data, observed_name(model))
         self.diagnostics_ = PseudoPosteriorDiagnostics(mech, w, delta, local_epsilon(delta, nb),
-                                                       n_trunc, n_cens, idata)
+                                                       n_trunc, n_cens, idata, conv)
         self.guarantee_ = self.guarantee()
         if mech == "weighted_e":
             self.guarantee_ = _truncation_checked(self.guarantee_, w, L, eps, nb)
@@ -785,8 +815,11 @@ class PseudoPosteriorSynthesizer(Synthesizer):
         obj.idata_ = idata
         obj.column_ = column
         obj.unweighted_diagnostics_ = None
+        conv = check_loglik_convergence(
+            model, idata, what=f"PseudoPosteriorSynthesizer.from_posterior({mech})",
+            stacklevel=_stacklevel_outside())
         obj.diagnostics_ = PseudoPosteriorDiagnostics(
-            mech, w, delta, local_epsilon(delta, nb), int(np.sum(w == 0)), n_cens, idata)
+            mech, w, delta, local_epsilon(delta, nb), int(np.sum(w == 0)), n_cens, idata, conv)
         obj.guarantee_ = obj.guarantee()
         if mech == "weighted_e":  # the truncation was the caller's: check it on these draws
             obj.guarantee_ = _truncation_checked(obj.guarantee_, w, L, eps, nb)

@@ -11,7 +11,8 @@ fits the weight function, :class:`WeightCalibration` holds it (saved as netCDF) 
 from __future__ import annotations
 
 import math
-import warnings
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,9 +31,15 @@ from bayesynth.privacy.lipschitz import (
     record_bounds,
     weights_from_bounds,
 )
+from bayesynth.samplers.sampling import check_loglik_convergence
 from bayesynth.samplers.sampling import sample as bs_sample
 
 __all__ = ["WeightCalibration", "calibrate_weights"]
+
+#: NUTS's target acceptance rate in the pseudo-posterior fits (PyMC's default is 0.8). With
+#: 0.8 a two-component ``beta_mixture`` fitted to 2,000 Beta(0.5, 3) records diverged 17-147
+#: times per fit (three seeds), and with 0.95 not once (benchmarks/README.md).
+TARGET_ACCEPT = 0.95
 
 
 
@@ -146,6 +153,7 @@ def calibrate_weights(
     draws: int = 500,
     tune: int = 500,
     chains: int = 2,
+    target_accept: float = TARGET_ACCEPT,
     random_seed: int | None = None,
     factory_kwargs: dict[str, Any] | None = None,
     max_loglik_draws: int = 500,
@@ -171,6 +179,10 @@ def calibrate_weights(
     c2 : float, default 0
     c1_grid : tuple of float
     draws, tune, chains : int
+        Each reference fit is judged on its records' log-likelihoods and warns when it has
+        not converged (:func:`~bayesynth.samplers.check_loglik_convergence`).
+    target_accept : float, default 0.95
+        NUTS's target acceptance rate.
     random_seed : int, optional
         Seeds the reference fits (the reference data are not confidential).
     factory_kwargs : dict, optional
@@ -183,13 +195,16 @@ def calibrate_weights(
     """
     epsilon = check_epsilon(epsilon)
     check_neighbours(neighbours)
+    _check_target_accept(target_accept)
     if not c1_grid:
         raise InvalidParameterError("c1_grid is empty; give at least one scale.",
                                     column="c1_grid")
     kw = dict(factory_kwargs or {})
     seeds = np.random.SeedSequence(random_seed).generate_state(len(c1_grid) + 1)
     model = factory(reference_data, None, None, **kw)
-    idata = _sample(model, draws, tune, chains, int(seeds[0]), False)
+    idata, _ = _sample(model, draws, tune, chains, int(seeds[0]), False,
+                       "calibrate_weights: the unweighted fit to the reference data",
+                       target_accept)
     ref_draws = _draw_subset(idata, max_loglik_draws, int(seeds[0]))
     s = record_bounds(record_loglik(model, ref_draws))
     finite = s[np.isfinite(s)]
@@ -198,7 +213,9 @@ def calibrate_weights(
     for c1, seed in zip(sorted(c1_grid, reverse=True), seeds[1:]):
         w = weights_from_bounds(s, lo, hi, c1, c2)
         wmodel = factory(reference_data, w, None, **kw)
-        widata = _sample(wmodel, draws, tune, chains, int(seed), False)
+        widata, _ = _sample(wmodel, draws, tune, chains, int(seed), False,
+                            f"calibrate_weights: the weighted fit at c1 = {c1:g} to the "
+                            "reference data", target_accept)
         L = record_loglik(wmodel, widata, max_draws=max_loglik_draws, random_seed=int(seed))
         loc = local_epsilon(lipschitz_bound(L, w), neighbours)
         best = WeightCalibration(float(c1), float(c2), epsilon, neighbours, lo, hi, ref_draws,
@@ -208,8 +225,35 @@ def calibrate_weights(
     return best
 
 
-def _sample(model, draws, tune, chains, seed, progressbar):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return bs_sample(model, draws=draws, tune=tune, chains=chains, random_seed=seed,
-                         progressbar=progressbar)
+def _stacklevel_outside() -> int:
+    """Give the ``stacklevel`` that points at the first frame outside bayesynth (the user's).
+
+    For a warning issued by a function that the caller of this one calls directly.
+    """
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    frame, level = sys._getframe(1), 2
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(root):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _check_target_accept(value: float) -> float:
+    if not (isinstance(value, int | float) and 0 < value < 1):
+        raise InvalidParameterError(f"target_accept must lie strictly between 0 and 1; got "
+                                    f"{value!r}.", column="target_accept")
+    return float(value)
+
+
+def _sample(model, draws, tune, chains, seed, progressbar, what: str,
+            target_accept: float = TARGET_ACCEPT):
+    """Sample a pseudo-posterior fit and judge it (:func:`check_loglik_convergence`).
+
+    Returns the posterior and its :class:`~bayesynth.samplers.sampling.LoglikConvergence`; an
+    unconverged fit warns, the warning starting with ``what`` (which fit it is).
+    """
+    idata = bs_sample(model, draws=draws, tune=tune, chains=chains, random_seed=seed,
+                      progressbar=progressbar, check_convergence=False,
+                      target_accept=_check_target_accept(target_accept))
+    conv = check_loglik_convergence(model, idata, what=what,
+                                    stacklevel=_stacklevel_outside())
+    return idata, conv
