@@ -146,9 +146,9 @@ class PseudoPosteriorDiagnostics:
     idata : arviz.InferenceData
     convergence : LoglikConvergence or None
         How far the fit converged, judged on the records' log-likelihoods
-        (:func:`~bayesynth.samplers.check_loglik_convergence`; the fit warns when it has not).
-        None for a posterior given to :meth:`PseudoPosteriorSynthesizer.from_posterior`
-        and not judged there.
+        (:func:`~bayesynth.samplers.check_loglik_convergence`; the fit, or
+        :meth:`PseudoPosteriorSynthesizer.from_posterior`, warns when it has not). None for a
+        synthesizer saved before its fits were judged.
     """
 
     mechanism: str
