@@ -297,9 +297,14 @@ def _loglik_function(model: pm.Model) -> tuple[list[Any], Callable[..., np.ndarr
     return rvs, pytensor.function(holders, graph, on_unused_input="ignore")
 
 
+#: Draws per chain whose mean log-likelihood orders the records that a convergence check
+#: reads (:func:`record_loglik_chains`).
+PROBE_DRAWS = 25
+
+
 def record_loglik_chains(model: pm.Model, idata, *, max_draws: int = 4000,
-                         max_records: int = 2000) -> tuple[np.ndarray, np.ndarray]:
-    """Per-record log-likelihoods f_theta(x_i) by chain, on evenly thinned draws and records.
+                         max_records: int = 500) -> tuple[np.ndarray, np.ndarray]:
+    """Per-record log-likelihoods f_theta(x_i) by chain, on thinned draws and chosen records.
 
     What a convergence check of a weighted-likelihood fit reads: the likelihood of each record
     does not change when mixture components swap labels, and it is what both the Lipschitz
@@ -315,8 +320,13 @@ def record_loglik_chains(model: pm.Model, idata, *, max_draws: int = 4000,
     max_draws : int, default 4000
         Draws in all chains together: every ``ceil(chains * draws / max_draws)``-th draw of
         each chain is kept.
-    max_records : int, default 2000
-        Every ``ceil(n / max_records)``-th record is kept.
+    max_records : int, default 500
+        With more records than this, the records are ordered by their mean log-likelihood
+        over :data:`PROBE_DRAWS` evenly spaced draws of each chain, and ``max_records`` of
+        them, evenly spaced in that order, are kept: the least and the most likely records
+        (the tails, whose likelihoods vary most) always among them. The log-likelihoods of
+        the records are smooth functions of a few parameters, so a few hundred show what all
+        show; ArviZ's R-hat and ESS of 2,000 records took 2.4 s per fit.
 
     Returns
     -------
@@ -332,7 +342,17 @@ def record_loglik_chains(model: pm.Model, idata, *, max_draws: int = 4000,
     draw_idx = np.arange(0, n_draw, step)
     values = [post[rv.name].values for rv in rvs]  # (chain, draw, ...)
     n = len(observed_info(model).weights)
-    records = np.arange(0, n, max(1, math.ceil(n / max_records)))
+    if n <= max_records:
+        records = np.arange(n)
+    else:  # evenly spaced in the order of the mean log-likelihood, both ends included
+        probe = [(c, d) for c in range(n_chain)
+                 for d in np.linspace(0, n_draw - 1, min(n_draw, PROBE_DRAWS)).round()
+                 .astype(int)]
+        mean = np.zeros(n)
+        for c, d in probe:
+            mean += np.asarray(fn(*(v[c, d] for v in values)), dtype=float).reshape(-1)
+        order = np.argsort(np.nan_to_num(mean, nan=-np.inf, posinf=np.inf), kind="stable")
+        records = np.sort(order[np.linspace(0, n - 1, max_records).round().astype(int)])
     out = np.empty((n_chain, len(draw_idx), len(records)))
     for c in range(n_chain):
         for j, d in enumerate(draw_idx):

@@ -255,8 +255,9 @@ def check_loglik_convergence(model: pm.Model, idata: az.InferenceData, *,
     The check :func:`sample` runs after sampling a model built with
     :func:`~bayesynth.models.pseudo_posterior.weighted_observed` (the pseudo-posterior base
     models). It reads f_theta(x_i), the log-likelihood of each record at each draw
-    (:func:`~bayesynth.models.pseudo_posterior.record_loglik_chains`: at most 2,000 records
-    and 4,000 draws, evenly thinned), not the parameters: f does not change when mixture
+    (:func:`~bayesynth.models.pseudo_posterior.record_loglik_chains`: at most 4,000 draws,
+    evenly thinned, and 500 records, evenly spaced in the order of their mean log-likelihood,
+    the least and the most likely included), not the parameters: f does not change when mixture
     components swap labels (a two-component ``beta_mixture`` fitted to one-component data has
     parameter R-hats near 1.8 with converged likelihoods), and it is what both the empirical
     Lipschitz bound and the synthetic data (the predictive density) rest on.
@@ -307,8 +308,8 @@ def check_loglik_convergence(model: pm.Model, idata: az.InferenceData, *,
         problems.append(
             f"the largest R-hat of the records' log-likelihoods f_theta(x_i) is "
             f"{result.max_rhat:.3f} (record {result.worst_record}), above {RHAT_WARN}, for "
-            f"{n_bad} of the {int(finite.sum())} records judged: the chains have not "
-            "converged")
+            f"{n_bad} of the {int(finite.sum())} records judged: convergence is not shown "
+            "(the chains are apart, or too short to tell)")
     if div:
         problems.append(
             f"{div} divergent transition(s) after tuning: the draws may miss part of the "

@@ -36,7 +36,7 @@ KW = dict(draws=200, tune=200, chains=2, factory_kwargs={"n_components": 1})
 # The fits here are kept short: they test censoring, weights and guarantees, which hold at every
 # draw, not the posterior's convergence (tests/synthesis/test_pseudo_posterior_convergence.py).
 pytestmark = pytest.mark.filterwarnings(
-    "ignore:.*the chains have not converged.*:RuntimeWarning")
+    "ignore:.*convergence is not shown.*:RuntimeWarning")
 
 
 @pytest.fixture(autouse=True)

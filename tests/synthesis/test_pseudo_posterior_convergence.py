@@ -17,7 +17,11 @@ from scipy import stats
 import bayesynth.samplers.sampling as sampling
 import bayesynth.synthesis.weight_calibration as weight_calibration
 from bayesynth.errors import InvalidParameterError, PrivacyWarning
-from bayesynth.models.pseudo_posterior import beta_mixture, negative_binomial
+from bayesynth.models.pseudo_posterior import (
+    beta_mixture,
+    negative_binomial,
+    record_loglik_chains,
+)
 from bayesynth.samplers import LoglikConvergence, check_loglik_convergence
 from bayesynth.synthesis import PseudoPosteriorSynthesizer, calibrate_weights
 
@@ -117,21 +121,30 @@ def test_one_chain_has_no_rhat():
     assert res.min_ess_bulk > 100
 
 
-def test_records_and_draws_are_thinned_evenly():
-    y = np.random.default_rng(4).poisson(3, 5000)
+def test_records_and_draws_are_thinned_with_the_tails_kept():
+    x = np.random.default_rng(6).beta(0.5, 3, 5000)  # ends not on an even grid of positions
     rng = np.random.default_rng(5)
-    log_mu = np.log(3) + 0.02 * rng.standard_normal((2, 2500))
-    alpha = 5 + 0.1 * rng.standard_normal((2, 2500))
-    idata = az.from_dict(posterior={"log_mu": log_mu, "alpha": alpha})
-    res = check_loglik_convergence(negative_binomial(y), idata)
-    assert res.n_records == 1667  # every 3rd of 5,000 (at most 2,000)
+    log_a = np.log(0.5) + 0.02 * rng.standard_normal((2, 2500, 1))
+    log_b = np.log(3.0) + 0.02 * rng.standard_normal((2, 2500, 1))
+    log_b[1] += 0.01  # a small drift, so that R-hat varies over the records
+    with pytest.warns(RuntimeWarning, match="convergence is not shown"):
+        res = check_loglik_convergence(beta_mixture(x, n_components=1),
+                                       _posterior(log_a, log_b))
     assert res.n_draws == 2500  # every 2nd of 2 x 2,500 (at most 4,000 in all)
-    # the judged records' R-hat from scipy on the same thinned draws and records
-    f = stats.nbinom.logpmf(y[None, None, ::3], alpha[:, ::2, None],
-                            (alpha / (alpha + np.exp(log_mu)))[:, ::2, None])
+    assert res.n_records == 500
+    _, records = record_loglik_chains(beta_mixture(x, n_components=1),
+                                      _posterior(log_a, log_b))
+    # Beta(0.5, 3): the smallest value is the most likely record, the largest the least
+    assert {int(np.argmin(x)), int(np.argmax(x))} <= set(records.tolist())
+    # spread over the whole range of likelihoods, not bunched: every decile of x is there
+    deciles = np.searchsorted(np.quantile(x, np.linspace(0.1, 0.9, 9)), x[records])
+    assert np.bincount(deciles, minlength=10).min() >= 20
+    # R-hat of the judged records, from scipy on the same thinned draws
+    a, b = np.exp(log_a[:, ::2, 0]), np.exp(log_b[:, ::2, 0])
+    f = stats.beta.logpdf(x[None, None, records], a[..., None], b[..., None])
     ref = az.rhat(az.convert_to_dataset({"f": f}))["f"].values
     assert res.max_rhat == pytest.approx(ref.max(), rel=1e-8)
-    assert res.worst_record == 3 * int(np.argmax(ref))
+    assert res.worst_record == int(records[np.argmax(ref)])
 
 
 def test_sample_judges_weighted_likelihood_models(monkeypatch):
