@@ -303,7 +303,7 @@ PROBE_DRAWS = 25
 
 
 def record_loglik_chains(model: pm.Model, idata, *, max_draws: int = 4000,
-                         max_records: int = 500) -> tuple[np.ndarray, np.ndarray]:
+                         max_records: int = 200) -> tuple[np.ndarray, np.ndarray]:
     """Per-record log-likelihoods f_theta(x_i) by chain, on thinned draws and chosen records.
 
     What a convergence check of a weighted-likelihood fit reads: the likelihood of each record
@@ -320,7 +320,7 @@ def record_loglik_chains(model: pm.Model, idata, *, max_draws: int = 4000,
     max_draws : int, default 4000
         Draws in all chains together: every ``ceil(chains * draws / max_draws)``-th draw of
         each chain is kept.
-    max_records : int, default 500
+    max_records : int, default 200
         With more records than this, the records are ordered by their mean log-likelihood
         over :data:`PROBE_DRAWS` evenly spaced draws of each chain, and ``max_records`` of
         them, evenly spaced in that order, are kept: the least and the most likely records

@@ -256,7 +256,7 @@ def check_loglik_convergence(model: pm.Model, idata: az.InferenceData, *,
     :func:`~bayesynth.models.pseudo_posterior.weighted_observed` (the pseudo-posterior base
     models). It reads f_theta(x_i), the log-likelihood of each record at each draw
     (:func:`~bayesynth.models.pseudo_posterior.record_loglik_chains`: at most 4,000 draws,
-    evenly thinned, and 500 records, evenly spaced in the order of their mean log-likelihood,
+    evenly thinned, and 200 records, evenly spaced in the order of their mean log-likelihood,
     the least and the most likely included), not the parameters: f does not change when mixture
     components swap labels (a two-component ``beta_mixture`` fitted to one-component data has
     parameter R-hats near 1.8 with converged likelihoods), and it is what both the empirical

@@ -25,7 +25,7 @@ from bayesynth.models.pseudo_posterior import (
 from bayesynth.samplers import LoglikConvergence, check_loglik_convergence
 from bayesynth.synthesis import PseudoPosteriorSynthesizer, calibrate_weights
 
-X = np.random.default_rng(0).beta(0.5, 3, 300)
+X = np.random.default_rng(0).beta(0.5, 3, 200)  # every record judged (at most 200)
 
 
 def _posterior(log_a, log_b, pi=None, diverging=None):
@@ -46,7 +46,7 @@ def _scipy_rhat(log_a, log_b):
 
 def _draws(rng, chains=2, draws=2000, shift=0.0):
     # independent draws: the R-hat of 2 chains of 2,000 (split in four) sits near 1.003; with
-    # 500 per chain it reached 1.012 on these records (Monte Carlo error, not a drift)
+    # 500 per chain it reached 1.012 on 300 such records (Monte Carlo error, not a drift)
     log_a = np.log(0.5) + 0.05 * rng.standard_normal((chains, draws, 1))
     log_b = np.log(3.0) + 0.05 * rng.standard_normal((chains, draws, 1))
     log_a[1:] += shift  # the later chains elsewhere
@@ -60,10 +60,14 @@ def test_converged_chains_pass_silently():
         res = check_loglik_convergence(beta_mixture(X, n_components=1),
                                        _posterior(log_a, log_b))
     ref = _scipy_rhat(log_a, log_b)
-    assert res.max_rhat == pytest.approx(ref.max(), rel=1e-10)
+    # scipy's and PyTensor's log-densities differ by rounding (4e-15 here). R-hat's folded
+    # part ranks |f - median|, and with an even number of draws the two middle draws are
+    # equally far from the median: rounding breaks that tie either way (two ranks swap here),
+    # so R-hat agrees to about 1e-6, not to the last digit
+    assert res.max_rhat == pytest.approx(ref.max(), rel=1e-5)
     assert res.worst_record == int(np.argmax(ref))
     assert res.converged and res.n_divergent == 0
-    assert (res.n_records, res.n_draws) == (300, 4000)
+    assert (res.n_records, res.n_draws) == (200, 4000)
 
 
 def test_chains_apart_warn_with_the_worst_record():
@@ -75,7 +79,7 @@ def test_chains_apart_warn_with_the_worst_record():
         res = check_loglik_convergence(beta_mixture(X, n_components=1),
                                        _posterior(log_a, log_b),
                                        what="the unweighted fit")
-    assert res.max_rhat == pytest.approx(ref.max(), rel=1e-10)
+    assert res.max_rhat == pytest.approx(ref.max(), rel=1e-5)  # rounding: see above
     assert not res.converged
     assert int(np.sum(ref > 1.01)) > 0
 
@@ -131,19 +135,19 @@ def test_records_and_draws_are_thinned_with_the_tails_kept():
         res = check_loglik_convergence(beta_mixture(x, n_components=1),
                                        _posterior(log_a, log_b))
     assert res.n_draws == 2500  # every 2nd of 2 x 2,500 (at most 4,000 in all)
-    assert res.n_records == 500
+    assert res.n_records == 200
     _, records = record_loglik_chains(beta_mixture(x, n_components=1),
                                       _posterior(log_a, log_b))
     # Beta(0.5, 3): the smallest value is the most likely record, the largest the least
     assert {int(np.argmin(x)), int(np.argmax(x))} <= set(records.tolist())
     # spread over the whole range of likelihoods, not bunched: every decile of x is there
     deciles = np.searchsorted(np.quantile(x, np.linspace(0.1, 0.9, 9)), x[records])
-    assert np.bincount(deciles, minlength=10).min() >= 20
+    assert np.bincount(deciles, minlength=10).min() >= 15
     # R-hat of the judged records, from scipy on the same thinned draws
     a, b = np.exp(log_a[:, ::2, 0]), np.exp(log_b[:, ::2, 0])
     f = stats.beta.logpdf(x[None, None, records], a[..., None], b[..., None])
     ref = az.rhat(az.convert_to_dataset({"f": f}))["f"].values
-    assert res.max_rhat == pytest.approx(ref.max(), rel=1e-8)
+    assert res.max_rhat == pytest.approx(ref.max(), rel=1e-5)  # rounding: see above
     assert res.worst_record == int(records[np.argmax(ref)])
 
 
@@ -187,7 +191,7 @@ def test_synthesizer_records_each_fits_judgement_and_target_accept(monkeypatch,
     for diag in (syn.diagnostics_, syn.unweighted_diagnostics_):
         conv = diag.convergence
         assert isinstance(conv, LoglikConvergence)
-        assert (conv.n_records, conv.n_draws) == (300, 120)
+        assert (conv.n_records, conv.n_draws) == (200, 120)
     syn.save(tmp_path / "syn")
     back = PseudoPosteriorSynthesizer.load(tmp_path / "syn")
     assert back.diagnostics_.convergence == syn.diagnostics_.convergence
