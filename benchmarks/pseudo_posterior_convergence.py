@@ -16,7 +16,7 @@ and the time, for
 Usage::
 
     python benchmarks/pseudo_posterior_convergence.py [--part target|defaults|all]
-        [--seeds 1 2 3] [--data sim ce]
+        [--seeds 1 2 3] [--data sim ce] [--chains 2] [--mechanisms weighted censor_uw]
 """
 
 from __future__ import annotations
@@ -74,12 +74,13 @@ def part_target(seeds: list[int]) -> None:
             line(f"sim seed {seed} target_accept {ta}", conv, seconds)
 
 
-def part_defaults(seeds: list[int], data: list[str]) -> None:
-    """Every fit of the default synthesizer, for two mechanisms."""
+def part_defaults(seeds: list[int], data: list[str], chains: int = 2,
+                  mechanisms: tuple[str, ...] = ("weighted", "censor_uw")) -> None:
+    """Every fit of the default synthesizer (``chains`` aside), for two mechanisms."""
     for which in data:
         for seed in seeds:
             x = table(which, seed)
-            for mech in ("weighted", "censor_uw"):
+            for mech in mechanisms:
                 t = time.perf_counter()
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", RuntimeWarning)  # printed below
@@ -87,7 +88,7 @@ def part_defaults(seeds: list[int], data: list[str]) -> None:
                     syn = PseudoPosteriorSynthesizer(
                         beta_mixture, mechanism=mech,
                         epsilon=None if mech == "weighted" else 4.0,
-                        random_seed=seed).fit(x)
+                        chains=chains, random_seed=seed).fit(x)
                 seconds = time.perf_counter() - t
                 fits = [("unweighted fit", syn.unweighted_diagnostics_),
                         (f"{mech} fit", syn.diagnostics_)]
@@ -103,12 +104,16 @@ def main() -> None:
     ap.add_argument("--part", choices=("target", "defaults", "all"), default="all")
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--data", nargs="+", choices=("sim", "ce"), default=["sim", "ce"])
+    ap.add_argument("--chains", type=int, default=2, help="chains of every fit in --part "
+                    "defaults (the synthesizer's default: 2)")
+    ap.add_argument("--mechanisms", nargs="+", choices=("weighted", "censor_uw"),
+                    default=["weighted", "censor_uw"])
     args = ap.parse_args()
     logging.getLogger("pymc").setLevel(logging.ERROR)
     if args.part in ("target", "all"):
         part_target(args.seeds)
     if args.part in ("defaults", "all"):
-        part_defaults(args.seeds, args.data)
+        part_defaults(args.seeds, args.data, args.chains, tuple(args.mechanisms))
 
 
 if __name__ == "__main__":
