@@ -33,7 +33,6 @@ Example: a user's own model (a Poisson regression) ready for every mechanism::
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +51,7 @@ from bayesynth.errors import (
     InvalidParameterError,
     TooFewRowsError,
 )
+from bayesynth.models.copula_quantities import judge_thinning
 from bayesynth.models.metadata import attach_metadata, metadata_names, model_metadata
 from bayesynth.models.priors import PriorFactory, Priors
 
@@ -338,8 +338,7 @@ def record_loglik_chains(model: pm.Model, idata, *, max_draws: int = 4000,
     rvs, fn = _loglik_function(model)
     post = _posterior(idata)
     n_chain, n_draw = post.sizes["chain"], post.sizes["draw"]
-    step = max(1, math.ceil(n_chain * n_draw / max_draws))
-    draw_idx = np.arange(0, n_draw, step)
+    draw_idx = np.arange(0, n_draw, judge_thinning(n_chain, n_draw, max_draws))
     values = [post[rv.name].values for rv in rvs]  # (chain, draw, ...)
     n = len(observed_info(model).weights)
     if n <= max_records:
