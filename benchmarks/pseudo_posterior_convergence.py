@@ -9,7 +9,8 @@ and the time, for
    Beta(0.5, 3) records (the paper's simulation) by ``bayesynth.sample`` with NUTS's
    ``target_accept`` at PyMC's 0.8 and at bayesynth's 0.95 (one core, chains in sequence);
 2. ``--part defaults``: ``PseudoPosteriorSynthesizer(beta_mixture)`` with every default
-   (two components, 2 x (1000 + 1000) iterations, target_accept 0.95), mechanisms
+   (two components with Dirichlet concentration 2, 2 x (1000 + 1000) iterations,
+   target_accept 0.95, at most two extensions of 1,000 draws), mechanisms
    ``weighted`` and ``censor_uw`` (epsilon 4, change-one), on the paper's simulation and on
    2,000 of CE's positive expenditures scaled into (0, 1) by 1.01 times their maximum.
 
@@ -17,6 +18,7 @@ Usage::
 
     python benchmarks/pseudo_posterior_convergence.py [--part target|defaults|all]
         [--seeds 1 2 3] [--data sim ce] [--chains 2] [--mechanisms weighted censor_uw]
+        [--concentration 2] [--max-extensions 2]
 """
 
 from __future__ import annotations
@@ -51,18 +53,21 @@ def table(which: str, seed: int) -> pd.DataFrame:
     return pd.DataFrame({"x": e.sample(2000, random_state=seed).to_numpy()})
 
 
-def line(label: str, conv, seconds: float) -> None:
-    """Print one judged fit."""
+def line(label: str, conv, seconds: float, idata=None) -> None:
+    """Print one judged fit (and, given its posterior, how many times it was continued)."""
+    ext = "" if idata is None else \
+        f"  extensions {idata.posterior.attrs.get('extensions', 0)}"
     print(f"{label:<40} R-hat {conv.max_rhat:.4f}  min ESS {conv.min_ess_bulk:6.0f}  "
-          f"divergences {conv.n_divergent:4d}  {seconds:6.1f} s", flush=True)
+          f"divergences {conv.n_divergent:4d}{ext}  {seconds:6.1f} s", flush=True)
 
 
-def part_target(seeds: list[int]) -> None:
+def part_target(seeds: list[int], concentration: float | None = None) -> None:
     """Divergences of the unweighted two-component fit at target_accept 0.8 and 0.95."""
     for ta in (0.8, 0.95):
         for seed in seeds:
             x = table("sim", seed)["x"].to_numpy()
-            model = beta_mixture(x)
+            model = beta_mixture(x) if concentration is None else beta_mixture(
+                x, concentration=concentration)
             t = time.perf_counter()
             idata = bs_sample(model, draws=1000, tune=1000, chains=2, cores=1,
                               random_seed=seed, progressbar=False, check_convergence=False,
@@ -75,7 +80,8 @@ def part_target(seeds: list[int]) -> None:
 
 
 def part_defaults(seeds: list[int], data: list[str], chains: int = 2,
-                  mechanisms: tuple[str, ...] = ("weighted", "censor_uw")) -> None:
+                  mechanisms: tuple[str, ...] = ("weighted", "censor_uw"),
+                  concentration: float | None = None, max_extensions: int = 2) -> None:
     """Every fit of the default synthesizer (``chains`` aside), for two mechanisms."""
     for which in data:
         for seed in seeds:
@@ -88,14 +94,16 @@ def part_defaults(seeds: list[int], data: list[str], chains: int = 2,
                     syn = PseudoPosteriorSynthesizer(
                         beta_mixture, mechanism=mech,
                         epsilon=None if mech == "weighted" else 4.0,
-                        chains=chains, random_seed=seed).fit(x)
+                        chains=chains, random_seed=seed, max_extensions=max_extensions,
+                        factory_kwargs=None if concentration is None
+                        else {"concentration": concentration}).fit(x)
                 seconds = time.perf_counter() - t
                 fits = [("unweighted fit", syn.unweighted_diagnostics_),
                         (f"{mech} fit", syn.diagnostics_)]
                 for label, diag in fits:
                     if diag is not None:
                         line(f"{which} seed {seed} {mech}: {label}", diag.convergence,
-                             seconds)
+                             seconds, diag.idata)
 
 
 def main() -> None:
@@ -108,12 +116,19 @@ def main() -> None:
                     "defaults (the synthesizer's default: 2)")
     ap.add_argument("--mechanisms", nargs="+", choices=("weighted", "censor_uw"),
                     default=["weighted", "censor_uw"])
+    ap.add_argument("--concentration", type=float, default=None,
+                    help="Dirichlet concentration of beta_mixture's weights (default: the "
+                    "factory's, 2; the target_accept table was measured at 1)")
+    ap.add_argument("--max-extensions", type=int, default=2,
+                    help="max_extensions of every fit in --part defaults (the synthesizer's "
+                    "default: 2)")
     args = ap.parse_args()
     logging.getLogger("pymc").setLevel(logging.ERROR)
     if args.part in ("target", "all"):
-        part_target(args.seeds)
+        part_target(args.seeds, args.concentration)
     if args.part in ("defaults", "all"):
-        part_defaults(args.seeds, args.data, args.chains, tuple(args.mechanisms))
+        part_defaults(args.seeds, args.data, args.chains, tuple(args.mechanisms),
+                      args.concentration, args.max_extensions)
 
 
 if __name__ == "__main__":

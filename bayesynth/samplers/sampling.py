@@ -523,12 +523,16 @@ def sample(
         (or :func:`~bayesynth.evaluation.synthesis_diagnostics`, or
         :func:`check_loglik_convergence`) itself.
     max_extensions : int, default 0
-        Copula with two or more chains: when the largest R-hat of the quantities synthesis
-        uses exceeds :data:`RHAT_WARN` after sampling, but not :data:`EXTEND_RHAT_MAX` (1.1;
+        Copula and weighted-likelihood models with two or more chains: when the largest R-hat
+        of the quantities synthesis uses (for a weighted-likelihood model: of the records'
+        log-likelihoods, as :func:`check_loglik_convergence` reads them, and only when NUTS
+        did not diverge after tuning, which more draws would not mend) exceeds
+        :data:`RHAT_WARN` after sampling, but not :data:`EXTEND_RHAT_MAX` (1.1;
         chains further apart need a longer run than two extensions give), continue every
         chain from its final state (all latent values included) for ``max(100, tune // 5)``
-        re-tuning iterations (the adaptive steps start their adaptation afresh; these draws
-        are discarded), then ``draws`` more kept draws, appended to the chains' kept draws;
+        re-tuning iterations (the adaptive steps, NUTS's step size and mass matrix included,
+        start their adaptation afresh, without jitter; these draws are discarded), then
+        ``draws`` more kept draws, appended to the chains' kept draws;
         repeat at most ``max_extensions`` times, stopping as soon as the check passes. Below
         that R-hat the chains are close and short of effective draws rather than of warm-up,
         so every kept draw stays (a drift left in them keeps the rank-normalised split R-hat
@@ -627,7 +631,9 @@ def sample(
         kwargs["cores"] = 1  # inside a dask (or other daemonic) worker: no child processes
     limit = (threadpool_limits(limits=blas_threads, user_api="blas")
              if blas_threads is not None else contextlib.nullcontext())
-    extend = copula and max_extensions > 0 and chains >= 2
+    weighted = (not copula and latent_class_spec(model) is None and not found
+                and _has_weighted_likelihood(model))
+    extend = (copula or weighted) and max_extensions > 0 and chains is not None and chains >= 2
     last: dict[int, dict[str, np.ndarray]] = {}
     if extend:  # keep each chain's final state (every value variable) to continue from it
         user_callback = kwargs.pop("callback", None)
@@ -647,18 +653,23 @@ def sample(
     if extend:
         runs = [idata]
         for ext in range(1, max_extensions + 1):
-            worst = _worst_rhat(_judged(idata, categorical_margins))
+            worst = (_worst_rhat(_judged(idata, categorical_margins)) if copula
+                     else _loglik_worst_rhat(model, idata))
             if worst is None or worst <= RHAT_WARN or worst > EXTEND_RHAT_MAX:
                 break
             retune = _retune(tune)
             _log.warning(
-                "Largest R-hat of the quantities synthesis uses is %.3f after %d draws per "
+                "Largest R-hat of the %s is %.3f after %d draws per "
                 "chain; continuing each chain from where it ended for %d iterations (%d to "
                 "re-tune the adaptive steps, then %d more kept draws; extension %d of %d).",
+                "quantities synthesis uses" if copula else "records' log-likelihoods",
                 worst, idata.posterior.sizes["draw"], retune + draws, retune, draws, ext,
                 max_extensions)
             constrained = _constrained_point_fn(model)
             kwargs["initvals"] = [constrained(last[c]) for c in range(chains)]
+            if weighted:  # start exactly where each chain ended: no jitter
+                kwargs["init"] = str(kwargs.get("init", "jitter+adapt_diag")).replace(
+                    "jitter+", "")
             fresh = steps(model, random_seed=random_seed, collapse_levels=collapse_levels)
             fresh.extend(extra)
             with limit:
@@ -679,6 +690,20 @@ def sample(
     elif _has_weighted_likelihood(model):
         check_loglik_convergence(model, idata, stacklevel=3)
     return idata
+
+
+def _loglik_worst_rhat(model: pm.Model, idata: az.InferenceData) -> float | None:
+    """Return the largest R-hat of a weighted-likelihood fit's records' log-likelihoods.
+
+    None (do not extend) when NUTS diverged after tuning: more draws of the same kernel do
+    not remove a divergence, so the final check warns about it as it is.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        conv = check_loglik_convergence(model, idata)
+    if conv.n_divergent or not np.isfinite(conv.max_rhat):
+        return None
+    return conv.max_rhat
 
 
 def _run_pymc(model: pm.Model, draws: int, tune: int, chains: int, step: Any,

@@ -232,6 +232,17 @@ class PseudoPosteriorSynthesizer(Synthesizer):
     target_accept : float, default 0.95
         NUTS's target acceptance rate (PyMC's default is 0.8, which left divergences in
         two-component ``beta_mixture`` fits).
+    max_extensions : int, default 2
+        A fit whose records' log-likelihoods have R-hat above 1.01 (but at most 1.1) and that
+        did not diverge is continued from where its chains ended for ``draws`` more kept
+        draws, at most this many times (``max_extensions`` of :func:`bayesynth.sample`); 0
+        samples exactly ``tune + draws``. Measured on the default fits of
+        ``benchmarks/pseudo_posterior_convergence.py``, where 2 chains of 1,000 draws left
+        the largest R-hat at 1.011-1.016 (``benchmarks/README.md``). How many extensions a
+        fit took (the posterior's ``extensions`` attribute) depends on the confidential data:
+        like ``diagnostics_``, it is not for release. The guarantees assume draws from the
+        pseudo posterior itself, which a longer run approaches; they do not depend on the
+        run's length.
     random_seed : int, optional
         Seeds the MCMC. For the privacy mechanisms a fixed seed warns (:class:`PrivacyWarning`);
         leave it None for a real release.
@@ -285,7 +296,7 @@ class PseudoPosteriorSynthesizer(Synthesizer):
                  calibration: WeightCalibration | None = None,
                  weights: np.ndarray | None = None, draws: int = 1000,
                  tune: int = 1000, chains: int = 2, target_accept: float = TARGET_ACCEPT,
-                 random_seed: int | None = None,
+                 max_extensions: int = 2, random_seed: int | None = None,
                  factory_kwargs: dict[str, Any] | None = None, max_loglik_draws: int = 500,
                  progressbar: bool = False, check_priors: bool = True):
         self.factory = factory
@@ -300,6 +311,7 @@ class PseudoPosteriorSynthesizer(Synthesizer):
         self.tune = tune
         self.chains = chains
         self.target_accept = target_accept
+        self.max_extensions = max_extensions
         self.random_seed = random_seed
         self.factory_kwargs = factory_kwargs
         self.max_loglik_draws = max_loglik_draws
@@ -461,7 +473,7 @@ class PseudoPosteriorSynthesizer(Synthesizer):
         model = self.factory(data, weights, censor, **(self.factory_kwargs or {}))
         self._check_built(model, weights, censor)
         idata, conv = _sample(model, self.draws, self.tune, self.chains, seed,
-                              self.progressbar, what, self.target_accept)
+                              self.progressbar, what, self.target_accept, self.max_extensions)
         L = record_loglik(model, idata, max_draws=self.max_loglik_draws, random_seed=seed)
         return model, idata, L, conv
 

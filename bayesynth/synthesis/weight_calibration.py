@@ -154,6 +154,7 @@ def calibrate_weights(
     tune: int = 500,
     chains: int = 2,
     target_accept: float = TARGET_ACCEPT,
+    max_extensions: int = 2,
     random_seed: int | None = None,
     factory_kwargs: dict[str, Any] | None = None,
     max_loglik_draws: int = 500,
@@ -183,6 +184,9 @@ def calibrate_weights(
         not converged (:func:`~bayesynth.samplers.check_loglik_convergence`).
     target_accept : float, default 0.95
         NUTS's target acceptance rate.
+    max_extensions : int, default 2
+        How many times a reference fit whose R-hat exceeds 1.01 (at most 1.1) is continued
+        for ``draws`` more draws (see :class:`PseudoPosteriorSynthesizer`).
     random_seed : int, optional
         Seeds the reference fits (the reference data are not confidential).
     factory_kwargs : dict, optional
@@ -204,7 +208,7 @@ def calibrate_weights(
     model = factory(reference_data, None, None, **kw)
     idata, _ = _sample(model, draws, tune, chains, int(seeds[0]), False,
                        "calibrate_weights: the unweighted fit to the reference data",
-                       target_accept)
+                       target_accept, max_extensions)
     ref_draws = _draw_subset(idata, max_loglik_draws, int(seeds[0]))
     s = record_bounds(record_loglik(model, ref_draws))
     finite = s[np.isfinite(s)]
@@ -215,7 +219,7 @@ def calibrate_weights(
         wmodel = factory(reference_data, w, None, **kw)
         widata, _ = _sample(wmodel, draws, tune, chains, int(seed), False,
                             f"calibrate_weights: the weighted fit at c1 = {c1:g} to the "
-                            "reference data", target_accept)
+                            "reference data", target_accept, max_extensions)
         L = record_loglik(wmodel, widata, max_draws=max_loglik_draws, random_seed=int(seed))
         loc = local_epsilon(lipschitz_bound(L, w), neighbours)
         best = WeightCalibration(float(c1), float(c2), epsilon, neighbours, lo, hi, ref_draws,
@@ -245,15 +249,18 @@ def _check_target_accept(value: float) -> float:
 
 
 def _sample(model, draws, tune, chains, seed, progressbar, what: str,
-            target_accept: float = TARGET_ACCEPT):
+            target_accept: float = TARGET_ACCEPT, max_extensions: int = 2):
     """Sample a pseudo-posterior fit and judge it (:func:`check_loglik_convergence`).
 
-    Returns the posterior and its :class:`~bayesynth.samplers.sampling.LoglikConvergence`; an
-    unconverged fit warns, the warning starting with ``what`` (which fit it is).
+    A fit just short of convergence is continued up to ``max_extensions`` times (see
+    :func:`bayesynth.sample`). Returns the posterior and its
+    :class:`~bayesynth.samplers.sampling.LoglikConvergence`; an unconverged fit warns, the
+    warning starting with ``what`` (which fit it is).
     """
     idata = bs_sample(model, draws=draws, tune=tune, chains=chains, random_seed=seed,
                       progressbar=progressbar, check_convergence=False,
-                      target_accept=_check_target_accept(target_accept))
+                      target_accept=_check_target_accept(target_accept),
+                      max_extensions=max_extensions)
     conv = check_loglik_convergence(model, idata, what=what,
                                     stacklevel=_stacklevel_outside())
     return idata, conv

@@ -1,4 +1,5 @@
-"""Continuing unconverged copula chains (``bayesynth.sample(max_extensions=...)``)."""
+"""Continuing unconverged chains (``bayesynth.sample(max_extensions=...)``): the copula's
+and the weighted-likelihood (pseudo-posterior) models'."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 
 import bayesynth as bs
 from bayesynth.errors import InvalidParameterError
-from bayesynth.samplers import sampling
+from bayesynth.models.pseudo_posterior import weighted_observed
+from bayesynth.samplers import LoglikConvergence, sampling
 
 
 def _small_copula():
@@ -263,3 +265,90 @@ def test_the_run_length_hint_says_when_the_judge_thinned_the_draws(monkeypatch):
         f"{need:,} draws per chain" in text
     monkeypatch.setattr(sampling, "MAX_DRAWS", 13)  # ceil(40 / 13) = 4: draws 0, 4, ..., 16
     assert "from 5 draws per chain (every 4th of 20" in sampling._run_length_hint(idata, table)
+
+
+# ------------------------------------------------------- weighted-likelihood models (NUTS)
+
+W_X = np.random.default_rng(21).normal(1.5, 1.0, 60)
+W_W = np.random.default_rng(22).uniform(0.2, 1.0, 60)
+PRIOR_SD = 10.0
+
+
+def _weighted_normal():
+    """x_i ~ N(mu, 1) with weights w_i, mu ~ N(0, 10^2): a conjugate pseudo posterior,
+    N(sum w x / (1/100 + sum w), 1 / (1/100 + sum w))."""
+    with pm.Model(coords={"record": np.arange(len(W_X))}) as model:
+        mu = pm.Normal("mu", 0.0, PRIOR_SD)
+        weighted_observed("x", lambda m, size=None: pm.Normal.dist(m, 1.0, size=size), [mu],
+                          W_X, weights=W_W, dims="record")
+    return model
+
+
+def _weighted_run(model, seed, draws=20, tune=20, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return bs.sample(model, draws=draws, tune=tune, chains=2, cores=1, random_seed=seed,
+                         progressbar=False, **kw)
+
+
+def test_a_weighted_fit_is_continued_from_each_chains_final_state(monkeypatch):
+    """Forced to extend, NUTS restarts every chain exactly where it ended (no jitter), and
+    the kept draws of both runs are joined, divergence statistics included."""
+    model = _weighted_normal()
+    monkeypatch.setattr(sampling, "RHAT_WARN", 0.0)
+    monkeypatch.setattr(sampling, "EXTEND_RHAT_MAX", np.inf)
+    rec = _Recorder(monkeypatch)
+    ends: dict[int, list[dict]] = {0: [], 1: []}
+    idata = _weighted_run(model, 4, max_extensions=1,
+                          callback=lambda trace, draw: ends[draw.chain].append(draw.point))
+    assert len(rec.calls) == 2
+    first, second = rec.results
+    assert rec.calls[1]["tune"] == sampling._retune(20) and rec.calls[1]["draws"] == 20
+    assert "jitter" in rec.calls[0].get("init", "jitter+adapt_diag")  # PyMC's default first
+    assert rec.calls[1]["init"] == "adapt_diag"  # then exactly where the chains ended
+    for chain, init in enumerate(rec.calls[1]["initvals"]):
+        np.testing.assert_array_equal(init["mu"], ends[chain][39]["mu"])
+    assert idata.posterior.attrs["extensions"] == 1
+    np.testing.assert_array_equal(idata.posterior["mu"].values,
+                                  np.concatenate([first.posterior["mu"].values,
+                                                  second.posterior["mu"].values], axis=1))
+    assert idata.sample_stats["diverging"].sizes["draw"] == 40
+    again = _weighted_run(model, 4, max_extensions=1)  # seeded: the whole run repeats
+    np.testing.assert_array_equal(again.posterior["mu"].values, idata.posterior["mu"].values)
+
+
+def test_an_extended_weighted_fit_samples_the_conjugate_pseudo_posterior(monkeypatch):
+    """Two forced extensions (three runs of 2 x 400 kept draws joined): the pseudo posterior's
+    mean and sd match the closed form within Monte Carlo error."""
+    monkeypatch.setattr(sampling, "RHAT_WARN", 0.0)
+    monkeypatch.setattr(sampling, "EXTEND_RHAT_MAX", np.inf)
+    idata = _weighted_run(_weighted_normal(), 8, draws=400, tune=300, max_extensions=2)
+    assert idata.posterior.attrs["extensions"] == 2
+    prec = 1 / PRIOR_SD**2 + W_W.sum()
+    mean, sd = (W_W * W_X).sum() / prec, prec**-0.5
+    mu = idata.posterior["mu"]
+    ess = float(az.ess(mu)["mu"])
+    assert ess > 500  # 2,400 draws of a one-dimensional NUTS fit
+    # 4 Monte Carlo standard errors; the sd's relative error is about 1 / sqrt(2 ESS)
+    assert abs(float(mu.mean()) - mean) < 4 * sd / np.sqrt(ess)
+    assert abs(float(mu.std()) / sd - 1) < 4 / np.sqrt(2 * ess)
+
+
+@pytest.mark.parametrize("case", ["short", "diverged", "far_apart", "converged"])
+def test_a_weighted_fit_is_continued_only_where_more_draws_can_help(monkeypatch, case):
+    """Chains just apart are continued (here the check never passes: every extension runs).
+    Divergences stay in the kept draws whatever follows them, chains beyond R-hat 1.1 need
+    more than an extension, and a converged fit needs nothing."""
+    rhat, div = {"short": (1.05, 0), "diverged": (1.05, 3), "far_apart": (1.2, 0),
+                 "converged": (1.005, 0)}[case]
+    judged = LoglikConvergence(max_rhat=rhat, worst_record=0, min_ess_bulk=100.0,
+                               n_divergent=div, n_records=60, n_draws=40)
+    monkeypatch.setattr(sampling, "check_loglik_convergence", lambda *a, **k: judged)
+    rec = _Recorder(monkeypatch)
+    idata = _weighted_run(_weighted_normal(), 5, max_extensions=2)
+    if case == "short":
+        assert len(rec.calls) == 3 and idata.posterior.attrs["extensions"] == 2
+        assert idata.posterior.sizes["draw"] == 60
+    else:
+        assert len(rec.calls) == 1
+        assert "extensions" not in idata.posterior.attrs

@@ -79,8 +79,8 @@ def _copula() -> Case:
 def _pseudo() -> Case:
     x = pd.DataFrame({"x": np.random.default_rng(5).beta(0.5, 3, 40)})
     syn = PseudoPosteriorSynthesizer(beta_mixture, mechanism="censor_uw", epsilon=4.0,
-                                     draws=30, tune=30, chains=2, random_seed=FIT_SEED,
-                                     factory_kwargs=BETA).fit(x)
+                                     draws=30, tune=30, chains=2, max_extensions=0,
+                                     random_seed=FIT_SEED, factory_kwargs=BETA).fit(x)
     return Case(syn, 15, x, syn.model_)
 
 

@@ -31,7 +31,8 @@ from bayesynth.synthesis import (
     privacy_weights,
 )
 
-KW = dict(draws=200, tune=200, chains=2, factory_kwargs={"n_components": 1})
+# short fits (they warn that convergence is not shown; see pytestmark): not continued
+KW = dict(draws=200, tune=200, chains=2, max_extensions=0, factory_kwargs={"n_components": 1})
 
 # The fits here are kept short: they test censoring, weights and guarantees, which hold at every
 # draw, not the posterior's convergence (tests/synthesis/test_pseudo_posterior_convergence.py).
@@ -241,24 +242,24 @@ def test_a_model_that_drops_the_bound_is_refused_before_release(rng):
     with pytest.raises(PrivacyGuaranteeError, match="censoring at c = 0.25 but built a model "
                                                     "with no censoring"):
         PseudoPosteriorSynthesizer(_poisson_dropping_censor, mechanism="censor_uw",
-                                   epsilon=1.0, draws=20, tune=20).fit(counts)
+                                   epsilon=1.0, draws=20, tune=20, max_extensions=0).fit(counts)
     with pytest.raises(PrivacyGuaranteeError, match="pm.Potential 'extra'"):
         PseudoPosteriorSynthesizer(_poisson_with_potential, mechanism="censor_uw",
-                                   epsilon=1.0, draws=20, tune=20).fit(counts)
+                                   epsilon=1.0, draws=20, tune=20, max_extensions=0).fit(counts)
     x = rng.normal(size=60)
     df = pd.DataFrame({"y": rng.poisson(np.exp(0.5 + 0.4 * x)), "x": x})
     for factory in (_poisson_row_covariate, _poisson_closure_covariate):
         with pytest.raises(PrivacyGuaranteeError, match="covariates"):
             PseudoPosteriorSynthesizer(factory, mechanism="censor_uw", epsilon=1.0,
-                                       draws=20, tune=20).fit(df)
+                                       draws=20, tune=20, max_extensions=0).fit(df)
     # the honest recipe still fits
     PseudoPosteriorSynthesizer(my_poisson_model, mechanism="censor_uw", epsilon=1.0,
-                               draws=20, tune=20, random_seed=1).fit(counts)
+                               draws=20, tune=20, max_extensions=0, random_seed=1).fit(counts)
 
 
 def test_calibration_on_reference_data_is_reused_with_censoring(beta_data, tmp_path):
     cal = calibrate_weights(beta_data, beta_mixture, epsilon=4.0, c1_grid=(1.0, 0.6),
-                            draws=150, tune=150, random_seed=3,
+                            draws=150, tune=150, max_extensions=0, random_seed=3,
                             factory_kwargs={"n_components": 1})
     assert isinstance(cal, WeightCalibration) and cal.c1 in (1.0, 0.6)
     cal.save(tmp_path / "cal.nc")
@@ -284,13 +285,14 @@ def test_calibration_on_reference_data_is_reused_with_censoring(beta_data, tmp_p
 def test_count_and_regression_base_models(rng):
     counts = pd.DataFrame({"y": rng.negative_binomial(3, 0.3, 300)})
     nb = PseudoPosteriorSynthesizer(negative_binomial, mechanism="censor_uw", epsilon=6.0,
-                                    draws=150, tune=150, random_seed=1).fit(counts)
+                                    draws=150, tune=150, max_extensions=0,
+                                    random_seed=1).fit(counts)
     s = nb.sample(m=1, random_seed=2)[0]
     assert (s["y"] >= 0).all() and np.all(s["y"] == np.round(s["y"]))
     x = rng.normal(size=200)
     df = pd.DataFrame({"y": 1 + 2 * x + rng.normal(size=200), "x": x})
     reg = PseudoPosteriorSynthesizer(linear_regression, mechanism="weighted", draws=150,
-                                     tune=150, random_seed=1,
+                                     tune=150, max_extensions=0, random_seed=1,
                                      factory_kwargs={"response": "y", "predictors": ["x"]})
     reg.fit(df)
     y_syn = reg.sample(m=1, random_seed=3)[0].iloc[:, 0].to_numpy()
@@ -376,7 +378,8 @@ def covariate_poisson_model(data, weights=None, censor=None):
 def test_users_own_model_recipe(rng):
     df = pd.DataFrame({"y": rng.poisson(4.0, 150)})
     syn = PseudoPosteriorSynthesizer(my_poisson_model, mechanism="censor_uw", epsilon=4.0,
-                                     draws=150, tune=150, random_seed=1).fit(df)
+                                     draws=150, tune=150, max_extensions=0,
+                                     random_seed=1).fit(df)
     assert syn.diagnostics_.empirical_delta <= 1.0
     assert (syn.sample(m=1, random_seed=2)[0].iloc[:, 0] >= 0).all()
 

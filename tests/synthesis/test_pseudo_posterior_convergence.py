@@ -177,7 +177,7 @@ def test_synthesizer_records_each_fits_judgement_and_target_accept(monkeypatch,
     real = weight_calibration.bs_sample
 
     def spy(model, **kw):
-        calls.append(kw["target_accept"])
+        calls.append((kw["target_accept"], kw["max_extensions"]))
         return real(model, **kw)
 
     monkeypatch.setattr(weight_calibration, "bs_sample", spy)
@@ -185,9 +185,9 @@ def test_synthesizer_records_each_fits_judgement_and_target_accept(monkeypatch,
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # short fits
         syn = PseudoPosteriorSynthesizer(beta_mixture, mechanism="weighted", draws=60, tune=60,
-                                         target_accept=0.9, random_seed=1,
+                                         target_accept=0.9, max_extensions=0, random_seed=1,
                                          factory_kwargs={"n_components": 1}).fit(data)
-    assert calls == [0.9, 0.9]  # the unweighted and the weighted fit
+    assert calls == [(0.9, 0), (0.9, 0)]  # the unweighted and the weighted fit
     for diag in (syn.diagnostics_, syn.unweighted_diagnostics_):
         conv = diag.convergence
         assert isinstance(conv, LoglikConvergence)
@@ -196,7 +196,14 @@ def test_synthesizer_records_each_fits_judgement_and_target_accept(monkeypatch,
     back = PseudoPosteriorSynthesizer.load(tmp_path / "syn")
     assert back.diagnostics_.convergence == syn.diagnostics_.convergence
     assert back.unweighted_diagnostics_.convergence == syn.unweighted_diagnostics_.convergence
-    assert back.target_accept == 0.9
+    assert back.target_accept == 0.9 and back.max_extensions == 0
+    calls.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # short fits
+        calibrate_weights(data, beta_mixture, 4.0, c1_grid=(1.0,), draws=30, tune=30,
+                          max_extensions=1, random_seed=2,
+                          factory_kwargs={"n_components": 1})
+    assert [c[1] for c in calls] == [1, 1]  # the reference fits are continued too
 
 
 def test_from_posterior_judges_the_given_draws(no_privacy_warning):
