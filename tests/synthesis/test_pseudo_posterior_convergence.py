@@ -11,6 +11,7 @@ import warnings
 import arviz as az
 import numpy as np
 import pandas as pd
+import pymc as pm
 import pytest
 from scipy import stats
 
@@ -219,3 +220,14 @@ def test_from_posterior_judges_the_given_draws(no_privacy_warning):
 def test_target_accept_is_checked():
     with pytest.raises(InvalidParameterError, match="target_accept"):
         calibrate_weights(pd.DataFrame({"x": X}), beta_mixture, 4.0, target_accept=1.0)
+
+
+
+def test_beta_mixtures_weights_default_to_a_dirichlet_above_one_half_d():
+    """The default concentration is 2, above d / 2 = 1 (two shapes per component), so an
+    unneeded component duplicates another rather than empties (Rousseau & Mengersen 2011):
+    the prior of the weights is scipy's Dirichlet(2, 2, 2)."""
+    pi = beta_mixture(X, n_components=3)["pi"]
+    for p in ([1 / 3, 1 / 3, 1 / 3], [0.9, 0.09, 0.01]):
+        got = float(pm.logp(pi, np.array(p)).eval())
+        assert got == pytest.approx(stats.dirichlet.logpdf(p, [2.0, 2.0, 2.0]), abs=1e-9)
