@@ -23,7 +23,12 @@ from bayesynth.privacy.geometric import (
     privacy_loss,
 )
 from bayesynth.privacy.ledger import GUARANTEES, Ledger, LedgerEntry
-from bayesynth.privacy.lipschitz import lipschitz_bound, local_epsilon, privacy_weights
+from bayesynth.privacy.lipschitz import (
+    censored_share,
+    lipschitz_bound,
+    local_epsilon,
+    privacy_weights,
+)
 from bayesynth.privacy.marginals import (
     NoisyMarginal,
     PrivateMarginals,
@@ -58,6 +63,7 @@ __all__ = [
     "privacy_weights",
     "lipschitz_bound",
     "local_epsilon",
+    "censored_share",
     "Ledger",
     "LedgerEntry",
     "NoisyMarginal",

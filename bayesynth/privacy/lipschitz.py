@@ -14,7 +14,7 @@ import numpy as np
 from bayesynth.privacy.neighbours import check_neighbours
 
 __all__ = ["privacy_weights", "lipschitz_bound", "local_epsilon", "weights_from_bounds",
-           "record_bounds"]
+           "record_bounds", "censored_share"]
 
 
 
@@ -61,6 +61,37 @@ def record_bounds(loglik: np.ndarray) -> np.ndarray:
     """
     with np.errstate(invalid="ignore", over="ignore"):
         return np.max(np.abs(loglik), axis=0)
+
+
+def censored_share(loglik: np.ndarray, weights: np.ndarray, censor: float) -> float:
+    """Return the share of records whose term sits at the censoring bound, over the draws.
+
+    The censored likelihood's term of record i is ``clip(alpha_i f(x_i), -c, c)`` (an undefined
+    ``f``, NaN, counts as ``-c``; :func:`~bayesynth.models.pseudo_posterior.weighted_observed`).
+    Where ``|alpha_i f(x_i)| > c`` the term is constant near that parameter value: the record
+    then tells the fit nothing there, and the censored posterior follows the bound instead. This
+    is the mean over draws and records of that event (a record of weight 0 never counts).
+
+    Parameters
+    ----------
+    loglik : numpy.ndarray, shape (S, n)
+        Raw per-draw log-likelihoods f_s(x_i) of the censored fit's posterior draws.
+    weights : numpy.ndarray, shape (n,)
+    censor : float
+        The bound c.
+
+    Returns
+    -------
+    float
+        In [0, 1].
+    """
+    loglik = np.asarray(loglik, dtype=float)
+    w = np.asarray(weights, dtype=float)
+    with np.errstate(invalid="ignore", over="ignore"):
+        term = w[None, :] * loglik
+    at_bound = np.abs(term) > censor
+    at_bound |= np.isnan(term) & (w[None, :] > 0)
+    return float(at_bound.mean())
 
 
 def privacy_weights(loglik: np.ndarray, c1: float = 1.0, c2: float = 0.0) -> np.ndarray:

@@ -83,7 +83,8 @@ def write_pseudo_posterior(syn: PseudoPosteriorSynthesizer, directory: Path) -> 
         return {"mechanism": d.mechanism, "empirical_delta": float(d.empirical_delta),
                 "empirical_local_epsilon": float(d.empirical_local_epsilon),
                 "n_truncated": int(d.n_truncated), "n_censored": int(d.n_censored),
-                "convergence": None if d.convergence is None else asdict(d.convergence)}
+                "convergence": None if d.convergence is None else asdict(d.convergence),
+                "censored_share": d.censored_share}
 
     g = asdict(syn.guarantee_)
     g["epsilon"] = None if math.isinf(g["epsilon"]) else g["epsilon"]
@@ -166,12 +167,12 @@ def read_pseudo_posterior(cls: type[PseudoPosteriorSynthesizer], directory: Path
     obj.diagnostics_ = _diagnostics(
         d["mechanism"], ds["diag_weights"].values, d["empirical_delta"],
         d["empirical_local_epsilon"], d["n_truncated"], d["n_censored"], idata,
-        _convergence(d.get("convergence")))
+        _convergence(d.get("convergence")), d.get("censored_share"))
     u = state.get("unweighted_diagnostics")
     obj.unweighted_diagnostics_ = None if u is None else _diagnostics(
         u["mechanism"], ds["unweighted_weights"].values, u["empirical_delta"],
         u["empirical_local_epsilon"], u["n_truncated"], u["n_censored"], None,
-        _convergence(u.get("convergence")))
+        _convergence(u.get("convergence")), u.get("censored_share"))
     g = dict(state["guarantee"])
     g["epsilon"] = math.inf if g["epsilon"] is None else float(g["epsilon"])
     obj.guarantee_ = LedgerEntry(**g)
