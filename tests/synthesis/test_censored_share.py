@@ -66,6 +66,24 @@ def test_counts_censored_at_epsilon_4_warn_and_lose_the_data(quiet_seed):
     assert counts["y"].mean() > 5 and synthetic.mean() < 1
 
 
+def test_the_share_of_a_weighted_censored_fit_counts_the_weighted_terms(quiet_seed):
+    counts = pd.DataFrame({"y": np.random.default_rng(3).negative_binomial(3, 0.3, 300)})
+    w = np.where(np.arange(300) % 2 == 0, 0.2, 1.0)  # fixed weights (set without the data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        syn = PseudoPosteriorSynthesizer(negative_binomial, mechanism="censor_w", epsilon=4.0,
+                                         weights=w, draws=100, tune=100, max_extensions=0,
+                                         max_loglik_draws=1000, random_seed=1).fit(counts)
+    post = syn.idata_.posterior
+    mu = np.exp(post["log_mu"].values.ravel())
+    alpha = post["alpha"].values.ravel()
+    logpmf = stats.nbinom.logpmf(counts["y"].to_numpy()[None, :], alpha[:, None],
+                                 (alpha / (alpha + mu))[:, None])
+    ref = float(np.mean(np.abs(w * logpmf) > 1.0))
+    assert syn.diagnostics_.censored_share == pytest.approx(ref, abs=1e-12)
+    assert ref < float(np.mean(np.abs(logpmf) > 1.0))  # the weights keep terms off the bound
+
+
 def test_a_lightly_censored_fit_is_quiet_and_the_share_is_kept(quiet_seed, tmp_path):
     x = pd.DataFrame({"x": np.random.default_rng(4).beta(0.5, 3.0, 300)})
     with warnings.catch_warnings():
