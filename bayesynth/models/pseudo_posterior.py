@@ -526,11 +526,11 @@ def beta_mixture(
         data need, a concentration above d / 2 (d = 2 shape parameters per component) makes
         the posterior duplicate a component rather than empty one (Rousseau & Mengersen 2011,
         JRSS B 73: 689-710); an emptied component's shapes follow their prior, a funnel in
-        which NUTS diverges. Measured with the default synthesizer
-        (``benchmarks/pseudo_posterior_convergence.py``, ``benchmarks/README.md``): on the
-        one-component simulation at 1, weighted fits diverged at one seed of three (4
-        divergences, target_accept 0.95) and the unweighted fits at PyMC's 0.8 at all three
-        (17-147); at 2, none of 21 fits diverged.
+        which NUTS diverges. Measured (``benchmarks/pseudo_posterior_convergence.py``,
+        ``benchmarks/README.md``) on the one-component simulation at concentration 1: the
+        unweighted fit diverged at all three seeds tried at PyMC's target_accept 0.8 (17-147
+        divergences), and one weighted fit of three at 0.95 (4); at 2 and 0.95, none of 39
+        fits diverged (30 on the simulation, 9 on CE's expenditures; 2 or 4 chains).
     priors : mapping, optional
         Replacement priors by name (:mod:`bayesynth.models.priors`): ``"log_a"``, ``"log_b"``
         (dims ``component``), ``"pi"`` (dims ``component``, with more than one component).
