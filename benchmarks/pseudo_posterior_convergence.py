@@ -124,11 +124,11 @@ def part_defaults(seeds: list[int], data: list[str], chains: int = 2,
 def part_censoring(seed: int = 1) -> None:
     """How much of the data censored fits follow, and what it costs the synthetic data.
 
-    One fit per setting (2 x (500 + 500), five synthetic tables): the share of the records'
-    terms at the censoring bound (``diagnostics_.censored_share``) and, on the simulation and
-    CE's expenditures, the max- and average-ECDF distances of the synthetic from the real data;
-    on SD2011's numbers of friends (``negative_binomial``), the synthetic mean and share of
-    zeros.
+    One fit per setting (2 x (500 + 500), continued as the defaults do; five synthetic
+    tables): the share of the records' terms at the censoring bound
+    (``diagnostics_.censored_share``) and, on the simulation and CE's expenditures, the max-
+    and average-ECDF distances of the synthetic from the real data; on SD2011's numbers of
+    friends (``negative_binomial``), the synthetic mean and share of zeros.
     """
     from bayesynth.evaluation import ecdf_distances
 

@@ -529,8 +529,8 @@ def beta_mixture(
         which NUTS diverges. Measured (``benchmarks/pseudo_posterior_convergence.py``,
         ``benchmarks/README.md``) on the one-component simulation at concentration 1: the
         unweighted fit diverged at all three seeds tried at PyMC's target_accept 0.8 (17-147
-        divergences), and one weighted fit of three at 0.95 (4); at 2 and 0.95, none of 39
-        fits diverged (30 on the simulation, 9 on CE's expenditures; 2 or 4 chains).
+        divergences), and one weighted fit of three at 0.95 (4); at 2 and 0.95, none of 38
+        fits diverged (29 on the simulation, 9 on CE's expenditures; 2 or 4 chains).
     priors : mapping, optional
         Replacement priors by name (:mod:`bayesynth.models.priors`): ``"log_a"``, ``"log_b"``
         (dims ``component``), ``"pi"`` (dims ``component``, with more than one component).

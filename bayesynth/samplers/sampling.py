@@ -523,7 +523,9 @@ def sample(
         (or :func:`~bayesynth.evaluation.synthesis_diagnostics`, or
         :func:`check_loglik_convergence`) itself.
     max_extensions : int, default 0
-        Copula and weighted-likelihood models with two or more chains: when the largest R-hat
+        Copula models, and weighted-likelihood models that PyMC's NUTS samples alone (no
+        ``step``, no other step method, ``nuts_sampler="pymc"``), with two or more chains:
+        when the largest R-hat
         of the quantities synthesis uses (for a weighted-likelihood model: of the records'
         log-likelihoods, as :func:`check_loglik_convergence` reads them, and only when NUTS
         did not diverge after tuning, which more draws would not mend) exceeds
@@ -531,7 +533,9 @@ def sample(
         chains further apart need a longer run than two extensions give), continue every
         chain from its final state (all latent values included) for ``max(100, tune // 5)``
         re-tuning iterations (the adaptive steps, NUTS's step size and mass matrix included,
-        start their adaptation afresh, without jitter; these draws are discarded), then
+        start their adaptation afresh; NUTS starts without jitter, with ``init``
+        ``"adapt_full"`` if it was a full-matrix one and ``"adapt_diag"`` otherwise; these
+        draws are discarded), then
         ``draws`` more kept draws, appended to the chains' kept draws;
         repeat at most ``max_extensions`` times, stopping as soon as the check passes. Below
         that R-hat the chains are close and short of effective draws rather than of warm-up,
@@ -631,7 +635,10 @@ def sample(
         kwargs["cores"] = 1  # inside a dask (or other daemonic) worker: no child processes
     limit = (threadpool_limits(limits=blas_threads, user_api="blas")
              if blas_threads is not None else contextlib.nullcontext())
+    # a weighted-likelihood model that PyMC's own NUTS samples alone (the callback below keeps
+    # each chain's final state; PyMC does not call it for the external NUTS samplers)
     weighted = (not copula and latent_class_spec(model) is None and not found
+                and kwargs.get("nuts_sampler", "pymc") == "pymc"
                 and _has_weighted_likelihood(model))
     extend = (copula or weighted) and max_extensions > 0 and chains is not None and chains >= 2
     last: dict[int, dict[str, np.ndarray]] = {}
@@ -667,9 +674,8 @@ def sample(
                 max_extensions)
             constrained = _constrained_point_fn(model)
             kwargs["initvals"] = [constrained(last[c]) for c in range(chains)]
-            if weighted:  # start exactly where each chain ended: no jitter
-                kwargs["init"] = str(kwargs.get("init", "jitter+adapt_diag")).replace(
-                    "jitter+", "")
+            if weighted:  # start exactly where each chain ended: no jitter, no optimisation
+                kwargs["init"] = _restart_init(kwargs.get("init", "auto"))
             fresh = steps(model, random_seed=random_seed, collapse_levels=collapse_levels)
             fresh.extend(extra)
             with limit:
@@ -690,6 +696,15 @@ def sample(
     elif _has_weighted_likelihood(model):
         check_loglik_convergence(model, idata, stacklevel=3)
     return idata
+
+
+def _restart_init(init: str) -> str:
+    """NUTS's initialisation for an extension: the same mass-matrix adaptation, no jitter.
+
+    ``map`` and the ADVI initialisations would move the start away from the chain's final
+    state, so they restart with the diagonal adaptation too.
+    """
+    return "adapt_full" if "adapt_full" in str(init) else "adapt_diag"
 
 
 def _loglik_worst_rhat(model: pm.Model, idata: az.InferenceData) -> float | None:

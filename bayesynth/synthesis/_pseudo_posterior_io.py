@@ -125,6 +125,7 @@ def read_pseudo_posterior(cls: type[PseudoPosteriorSynthesizer], directory: Path
     state = read_json(directory, "pseudo_posterior.json")
     ds = read_netcdf(directory, "pseudo_posterior.nc")
     params = dict(meta["params"])
+    params.setdefault("max_extensions", 0)  # saved before fits were continued
     stored = params.pop("factory")
     if factory is None:
         factory = _resolve_factory(stored)

@@ -188,12 +188,12 @@ def _censored_share(L: np.ndarray, w: np.ndarray, censor: float | None, what: st
     share = censored_share(L, w, censor)
     if share > CENSORED_SHARE_WARN:
         warnings.warn(
-            f"{what}: on average over the posterior draws, {100 * share:.1f}% of the records' "
-            f"terms are at the censoring bound c = {censor:g} (|alpha_i f(x_i)| > c), where "
-            "they do not depend on the parameters: the censored fit follows the bound rather "
-            "than those records, and its synthetic data can be far from the real data. "
-            "Compare the synthetic data's utility with the real data's before release; a "
-            "larger epsilon censors less.",
+            f"{what}: on average over {len(L)} posterior draws, {100 * share:.1f}% of the "
+            f"records' terms are at the censoring bound c = {censor:g} (|alpha_i f(x_i)| > c, "
+            "or f undefined), where they are locally flat in the parameters: the censored fit "
+            "follows the bound rather than those records, and its synthetic data can be far "
+            "from the real data. Compare the synthetic data's utility with the real data's "
+            "before release; a larger epsilon censors less.",
             # _stacklevel_outside counts from a function this one calls: one level less
             RuntimeWarning, stacklevel=_stacklevel_outside() - 1)
     return share

@@ -185,8 +185,9 @@ def calibrate_weights(
     target_accept : float, default 0.95
         NUTS's target acceptance rate.
     max_extensions : int, default 2
-        How many times a reference fit whose R-hat exceeds 1.01 (at most 1.1) is continued
-        for ``draws`` more draws (see :class:`PseudoPosteriorSynthesizer`).
+        How many times a reference fit whose R-hat exceeds 1.01 (at most 1.1) and that did
+        not diverge is continued for ``draws`` more draws (see
+        :class:`PseudoPosteriorSynthesizer`).
     random_seed : int, optional
         Seeds the reference fits (the reference data are not confidential).
     factory_kwargs : dict, optional

@@ -352,3 +352,29 @@ def test_a_weighted_fit_is_continued_only_where_more_draws_can_help(monkeypatch,
     else:
         assert len(rec.calls) == 1
         assert "extensions" not in idata.posterior.attrs
+
+
+def test_a_weighted_fit_in_parallel_chains_is_continued_from_their_final_states(monkeypatch):
+    """The synthesizer's case: chains in parallel processes (PyMC calls the callback in this
+    process with each chain's draws)."""
+    monkeypatch.setattr(sampling, "RHAT_WARN", 0.0)
+    monkeypatch.setattr(sampling, "EXTEND_RHAT_MAX", np.inf)
+    rec = _Recorder(monkeypatch)
+    ends: dict[int, list[dict]] = {0: [], 1: []}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = bs.sample(_weighted_normal(), draws=20, tune=20, chains=2, cores=2,
+                          random_seed=6, progressbar=False, max_extensions=1,
+                          callback=lambda trace, draw: ends[draw.chain].append(draw.point))
+    assert len(rec.calls) == 2 and idata.posterior.attrs["extensions"] == 1
+    for chain, init in enumerate(rec.calls[1]["initvals"]):
+        np.testing.assert_array_equal(init["mu"], ends[chain][39]["mu"])
+
+
+@pytest.mark.parametrize("init, restart", [("auto", "adapt_diag"),
+                                           ("jitter+adapt_diag", "adapt_diag"),
+                                           ("jitter+adapt_diag_grad", "adapt_diag"),
+                                           ("jitter+adapt_full", "adapt_full"),
+                                           ("map", "adapt_diag"), ("advi", "adapt_diag")])
+def test_an_extension_restarts_nuts_without_jitter_or_optimisation(init, restart):
+    assert sampling._restart_init(init) == restart

@@ -44,7 +44,7 @@ def test_counts_censored_at_epsilon_4_warn_and_lose_the_data(quiet_seed):
     the fit says so, with the share scipy gives at its draws."""
     counts = pd.DataFrame({"y": np.random.default_rng(3).negative_binomial(3, 0.3, 300)})
     c = censor_bound(4.0, "change_one")
-    with pytest.warns(RuntimeWarning, match=r"censor_uw, epsilon = 4\): on average over the "
+    with pytest.warns(RuntimeWarning, match=r"censor_uw, epsilon = 4\): on average over 300 "
                       r"posterior draws, \d+\.\d% of the records' terms are at the censoring "
                       r"bound c = 1") as caught:
         syn = PseudoPosteriorSynthesizer(negative_binomial, mechanism="censor_uw", epsilon=4.0,
