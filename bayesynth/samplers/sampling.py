@@ -67,6 +67,8 @@ EXTEND_RHAT_MAX = 1.1
 #: Convergence tables already computed, per posterior object (the extension loop's last
 #: judgement is the final check's).
 _TABLES: dict[int, tuple[str, Any, pd.DataFrame]] = {}
+#: The same for the weighted-likelihood judgements (see _loglik_judgement).
+_LOGLIK: dict[int, tuple[Any, Any, Any, tuple[LoglikConvergence, int, int]]] = {}
 
 
 def assign_copula_steps(
@@ -247,6 +249,44 @@ def _has_weighted_likelihood(model: pm.Model) -> bool:
     return len(metadata_names(model, "records_")) == 1
 
 
+def _loglik_judgement(model: pm.Model, idata: az.InferenceData
+                      ) -> tuple[LoglikConvergence, int, int]:
+    """Judge a weighted-likelihood fit (:func:`check_loglik_convergence` without the warning).
+
+    Returns the judgement, the number of records above :data:`RHAT_WARN` and the number with
+    a finite R-hat. Kept per posterior object, so that the final check after
+    :func:`sample`'s extension loop reuses the loop's last judgement (as the copula's
+    convergence tables are kept in ``_TABLES``).
+    """
+    post = idata.posterior
+    stats = getattr(idata, "sample_stats", None)
+    hit = _LOGLIK.get(id(idata))
+    if hit is not None and hit[0] is post and hit[1] is model and hit[2] is stats:
+        return hit[3]
+    L, records = record_loglik_chains(model, idata)
+    n_chain, n_draw, _ = L.shape
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # constant or infinite records: NaN
+        ds = xr.Dataset({"f": (("chain", "draw", "record"), L)})
+        rhat = (az.rhat(ds)["f"].values if n_chain >= 2 and n_draw >= 4
+                else np.full(L.shape[2], np.nan))
+        ess = az.ess(ds)["f"].values if n_draw >= 4 else np.full(L.shape[2], np.nan)
+    div = (int(stats["diverging"].sum()) if stats is not None and "diverging" in stats
+           else 0)
+    finite = np.isfinite(rhat)
+    worst = int(np.argmax(np.where(finite, rhat, -np.inf))) if finite.any() else -1
+    result = LoglikConvergence(
+        float(rhat[worst]) if worst >= 0 else math.nan,
+        int(records[worst]) if worst >= 0 else -1,
+        float(np.nanmin(ess)) if np.isfinite(ess).any() else math.nan,
+        div, int(L.shape[2]), int(n_chain * n_draw))
+    out = (result, int(np.sum(rhat[finite] > RHAT_WARN)), int(finite.sum()))
+    if id(idata) not in _LOGLIK:  # forget the judgement with the posterior
+        weakref.finalize(idata, _LOGLIK.pop, id(idata), None)
+    _LOGLIK[id(idata)] = (post, model, stats, out)
+    return out
+
+
 def check_loglik_convergence(model: pm.Model, idata: az.InferenceData, *,
                              what: str | None = None, stacklevel: int = 2
                              ) -> LoglikConvergence:
@@ -284,36 +324,18 @@ def check_loglik_convergence(model: pm.Model, idata: az.InferenceData, *,
         When the largest R-hat exceeds :data:`RHAT_WARN` (1.01), or when NUTS reported
         divergent transitions after tuning (the draws may then miss part of the posterior).
     """
-    L, records = record_loglik_chains(model, idata)
-    n_chain, n_draw, _ = L.shape
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # constant or infinite records: NaN
-        ds = xr.Dataset({"f": (("chain", "draw", "record"), L)})
-        rhat = (az.rhat(ds)["f"].values if n_chain >= 2 and n_draw >= 4
-                else np.full(L.shape[2], np.nan))
-        ess = az.ess(ds)["f"].values if n_draw >= 4 else np.full(L.shape[2], np.nan)
-    stats = getattr(idata, "sample_stats", None)
-    div = (int(stats["diverging"].sum()) if stats is not None and "diverging" in stats
-           else 0)
-    finite = np.isfinite(rhat)
-    worst = int(np.argmax(np.where(finite, rhat, -np.inf))) if finite.any() else -1
-    result = LoglikConvergence(
-        float(rhat[worst]) if worst >= 0 else math.nan,
-        int(records[worst]) if worst >= 0 else -1,
-        float(np.nanmin(ess)) if np.isfinite(ess).any() else math.nan,
-        div, int(L.shape[2]), int(n_chain * n_draw))
+    result, n_bad, n_judged = _loglik_judgement(model, idata)
     problems = []
     if result.max_rhat > RHAT_WARN:
-        n_bad = int(np.sum(rhat[finite] > RHAT_WARN))
         problems.append(
             f"the largest R-hat of the records' log-likelihoods f_theta(x_i) is "
             f"{result.max_rhat:.3f} (record {result.worst_record}), above {RHAT_WARN}, for "
-            f"{n_bad} of the {int(finite.sum())} records judged: convergence is not shown "
+            f"{n_bad} of the {n_judged} records judged: convergence is not shown "
             "(the chains are apart, or too short to tell)")
-    if div:
+    if result.n_divergent:
         problems.append(
-            f"{div} divergent transition(s) after tuning: the draws may miss part of the "
-            "posterior (raise target_accept)")
+            f"{result.n_divergent} divergent transition(s) after tuning: the draws may miss "
+            "part of the posterior (raise target_accept)")
     if problems:
         start = f"{what}: " if what else ""
         warnings.warn(
@@ -713,9 +735,7 @@ def _loglik_worst_rhat(model: pm.Model, idata: az.InferenceData) -> float | None
     None (do not extend) when NUTS diverged after tuning: more draws of the same kernel do
     not remove a divergence, so the final check warns about it as it is.
     """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        conv = check_loglik_convergence(model, idata)
+    conv = _loglik_judgement(model, idata)[0]
     if conv.n_divergent or not np.isfinite(conv.max_rhat):
         return None
     return conv.max_rhat

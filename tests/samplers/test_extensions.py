@@ -343,7 +343,7 @@ def test_a_weighted_fit_is_continued_only_where_more_draws_can_help(monkeypatch,
                  "converged": (1.005, 0)}[case]
     judged = LoglikConvergence(max_rhat=rhat, worst_record=0, min_ess_bulk=100.0,
                                n_divergent=div, n_records=60, n_draws=40)
-    monkeypatch.setattr(sampling, "check_loglik_convergence", lambda *a, **k: judged)
+    monkeypatch.setattr(sampling, "_loglik_judgement", lambda *a, **k: (judged, 0, 60))
     rec = _Recorder(monkeypatch)
     idata = _weighted_run(_weighted_normal(), 5, max_extensions=2)
     if case == "short":
@@ -378,3 +378,25 @@ def test_a_weighted_fit_in_parallel_chains_is_continued_from_their_final_states(
                                            ("map", "adapt_diag"), ("advi", "adapt_diag")])
 def test_an_extension_restarts_nuts_without_jitter_or_optimisation(init, restart):
     assert sampling._restart_init(init) == restart
+
+
+def test_the_last_judgement_of_the_extension_loop_is_the_final_checks(monkeypatch):
+    """The records' log-likelihoods of one posterior are judged once: the loop's judgement of
+    a fit that passes is what the final check (and the synthesizer's) reads."""
+    calls = []
+    real = sampling.record_loglik_chains
+
+    def counted(model, idata, **kw):
+        calls.append(id(idata))
+        return real(model, idata, **kw)
+
+    monkeypatch.setattr(sampling, "record_loglik_chains", counted)
+    model = _weighted_normal()
+    monkeypatch.setattr(sampling, "RHAT_WARN", np.inf)  # the loop's check passes at once
+    idata = _weighted_run(model, 9, max_extensions=2)
+    assert calls == [id(idata)]
+    first = sampling.check_loglik_convergence(model, idata)
+    assert calls == [id(idata)] and first == sampling.check_loglik_convergence(model, idata)
+    other = _weighted_run(model, 9, max_extensions=0, check_convergence=False)
+    sampling.check_loglik_convergence(model, other)  # another posterior: judged afresh
+    assert calls == [id(idata), id(other)]
