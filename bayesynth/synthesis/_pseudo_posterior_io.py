@@ -8,7 +8,9 @@ bayesynth are found by import path; any other is passed again to ``load``.
 from __future__ import annotations
 
 import importlib
+import inspect
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -24,6 +26,7 @@ from bayesynth.models.pseudo_posterior import observed_info
 from bayesynth.privacy import Ledger, LedgerEntry
 from bayesynth.samplers.sampling import LoglikConvergence
 from bayesynth.synthesis.base import json_ready, read_idata, read_json, read_netcdf, write_json
+from bayesynth.synthesis.weight_calibration import _stacklevel_outside
 
 if TYPE_CHECKING:
     from bayesynth.synthesis.pseudo_posterior import (
@@ -31,7 +34,85 @@ if TYPE_CHECKING:
         PseudoPosteriorSynthesizer,
     )
 
-__all__ = ["write_pseudo_posterior", "read_pseudo_posterior", "factory_path"]
+__all__ = ["write_pseudo_posterior", "read_pseudo_posterior", "factory_path",
+           "factory_defaults"]
+
+#: Keyword defaults of bayesynth's factories that changed while saves did not record them:
+#: factory path -> {keyword: (old default, what changed)}. A save without recorded defaults
+#: rebuilds its model with today's default, and load says so.
+_CHANGED_DEFAULTS: dict[str, dict[str, tuple[Any, str]]] = {
+    "bayesynth.models.pseudo_posterior:beta_mixture": {
+        "concentration": (1.0, "the Dirichlet concentration of the weights was 1 until "
+                               "2026-12-05")},
+}
+
+
+def factory_defaults(factory: Callable[..., pm.Model],
+                     factory_kwargs: dict[str, Any] | None) -> dict[str, Any]:
+    """Return the factory's keyword defaults that the call used, as JSON can store them.
+
+    Every parameter after the first three (data, weights, censor) that has a default and is not
+    in ``factory_kwargs``; defaults JSON cannot store are left out. A save records them so that
+    a later change of a factory's default does not change the model that load rebuilds.
+
+    Parameters
+    ----------
+    factory : callable
+        The model factory.
+    factory_kwargs : dict or None
+        The keyword arguments the synthesizer passed.
+
+    Returns
+    -------
+    dict
+    """
+    given = factory_kwargs or {}
+    out: dict[str, Any] = {}
+    try:
+        params = list(inspect.signature(factory).parameters.values())[3:]
+    except (TypeError, ValueError):  # a builtin or C callable: nothing to record
+        return out
+    for par in params:
+        if (par.default is inspect.Parameter.empty or par.name in given
+                or par.kind in (par.VAR_POSITIONAL, par.VAR_KEYWORD)):
+            continue
+        try:
+            out[par.name] = json_ready(par.default, par.name)
+        except InvalidParameterError:
+            continue
+    return out
+
+
+def _with_saved_defaults(factory: Callable[..., pm.Model], stored: str,
+                         factory_kwargs: dict[str, Any] | None,
+                         state: dict[str, Any]) -> dict[str, Any] | None:
+    """Return ``factory_kwargs`` with the saved factory's recorded defaults under them.
+
+    Applied when ``factory`` is the saved one: each recorded default the factory still accepts
+    and the keyword arguments do not set. A save that recorded none (before 2026-12-06) of a
+    bayesynth factory whose default has changed since gets today's default, with a warning.
+    """
+    if factory_path(factory) != stored:
+        return factory_kwargs
+    given = dict(factory_kwargs or {})
+    recorded = state.get("factory_defaults")
+    if recorded is None:
+        changed = [(k, v) for k, v in _CHANGED_DEFAULTS.get(stored, {}).items() if k not in given]
+        for key, (old, why) in changed:
+            warnings.warn(
+                f"This save does not record the keyword defaults of {stored} (it predates "
+                f"2026-12-06), and {why}: the model is rebuilt with today's default {key} = "
+                f"{factory_defaults(factory, given).get(key)!r}. The saved draws, and so the "
+                f"synthetic data, are unaffected; if the fit was made with {key} = {old!r}, "
+                f"load(path, factory_kwargs={{..., {key!r}: {old!r}}}) rebuilds its prior.",
+                UserWarning, stacklevel=_stacklevel_outside() - 1)
+        return factory_kwargs
+    try:
+        accepted = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return factory_kwargs
+    extra = {k: v for k, v in recorded.items() if k in accepted and k not in given}
+    return {**extra, **given} if (extra or factory_kwargs is not None) else None
 
 
 def write_pseudo_posterior(syn: PseudoPosteriorSynthesizer, directory: Path) -> None:
@@ -54,6 +135,7 @@ def write_pseudo_posterior(syn: PseudoPosteriorSynthesizer, directory: Path) -> 
         kwargs, kwargs_saved = json_ready(syn.factory_kwargs, "factory_kwargs"), True
     except InvalidParameterError:
         kwargs, kwargs_saved = None, False  # callables (priors): passed again to load
+    defaults = factory_defaults(syn.factory, syn.factory_kwargs)
     arrays: dict[str, Any] = {"model_weights": ("record", np.asarray(info.weights, float)),
                               "diag_weights": ("record", np.asarray(
                                   syn.diagnostics_.weights, float))}
@@ -90,7 +172,8 @@ def write_pseudo_posterior(syn: PseudoPosteriorSynthesizer, directory: Path) -> 
     g["epsilon"] = None if math.isinf(g["epsilon"]) else g["epsilon"]
     write_json(directory, "pseudo_posterior.json", {
         "factory": factory_path(syn.factory), "factory_kwargs": kwargs,
-        "factory_kwargs_saved": kwargs_saved, "observed": info.name,
+        "factory_kwargs_saved": kwargs_saved, "factory_defaults": defaults,
+        "observed": info.name,
         "model_censor": info.censor, "column": syn.column_, "n": int(syn._n),
         "seeded": bool(syn._seeded), "data_kind": kind, "data_columns": columns,
         "data_dtypes": dtypes, "diagnostics": diag(syn.diagnostics_),
@@ -136,6 +219,7 @@ def read_pseudo_posterior(cls: type[PseudoPosteriorSynthesizer], directory: Path
                 "priors?) and were not saved: pass them again, load(path, "
                 "factory_kwargs={...}).", column="factory_kwargs")
         factory_kwargs = state["factory_kwargs"]
+    factory_kwargs = _with_saved_defaults(factory, stored, factory_kwargs, state)
     params["factory_kwargs"] = factory_kwargs
     params["calibration"] = (_calibration(Path(directory) / "calibration.nc")
                              if params.get("calibration") else None)

@@ -317,9 +317,13 @@ class PseudoPosteriorSynthesizer(Synthesizer):
     ``posterior.nc`` (the final fit), ``pseudo_posterior.nc`` (the training records, the
     model's weights, the diagnostics' weights, fixed ``weights``), ``calibration.nc`` (a
     ``calibration``, when given) and ``pseudo_posterior.json`` (the factory's import path, its
-    JSON-able keyword arguments, the censoring bound, the diagnostics, the guarantee and the
-    ledger of what was released so far). :meth:`load` rebuilds the model by calling the factory
-    on the saved records, so the directory holds the confidential data: keep it as
+    JSON-able keyword arguments and the defaults of those not given, the censoring bound, the
+    diagnostics, the guarantee and the ledger of what was released so far). :meth:`load`
+    rebuilds the model by calling the factory on the saved records with those arguments and
+    recorded defaults (so a later change of a factory's default does not change the model a
+    save rebuilds; the loaded ``factory_kwargs`` then name the defaults too; a save from
+    before 2026-12-06 recorded none, and gets today's defaults, with a warning where
+    bayesynth's default has changed), so the directory holds the confidential data: keep it as
     confidential as the data. A factory defined in bayesynth is found by its import path; any
     other must be passed again, ``load(path, factory=my_model)`` (loading never imports a
     module named in a file). The unweighted fit's posterior is not saved

@@ -231,3 +231,50 @@ def test_beta_mixtures_weights_default_to_a_dirichlet_above_one_half_d():
     for p in ([1 / 3, 1 / 3, 1 / 3], [0.9, 0.09, 0.01]):
         got = float(pm.logp(pi, np.array(p)).eval())
         assert got == pytest.approx(stats.dirichlet.logpdf(p, [2.0, 2.0, 2.0]), abs=1e-9)
+
+
+def _dirichlet_concentration(model) -> np.ndarray:
+    """The concentration of the mixture weights' Dirichlet prior in a beta_mixture model."""
+    return np.asarray(model["pi"].owner.inputs[-1].eval())
+
+
+def test_a_save_rebuilds_the_model_with_the_defaults_it_was_fitted_with(no_privacy_warning,
+                                                                       tmp_path):
+    """The factory's keyword defaults are recorded at save, so a later change of a default
+    does not change the model load rebuilds (simulated by editing the recorded value); a
+    save that recorded none gets today's default and a warning naming the old one."""
+    import json
+
+    data = pd.DataFrame({"x": X})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # short fit
+        syn = PseudoPosteriorSynthesizer(beta_mixture, draws=30, tune=30, max_extensions=0,
+                                         random_seed=1).fit(data)
+    np.testing.assert_array_equal(_dirichlet_concentration(syn.model_), [2.0, 2.0])
+    path = syn.save(tmp_path / "syn")
+    state_file = path / "pseudo_posterior.json"
+    state = json.loads(state_file.read_text())
+    assert state["factory_defaults"]["concentration"] == 2.0
+    assert state["factory_defaults"]["n_components"] == 2
+    back = PseudoPosteriorSynthesizer.load(path)
+    np.testing.assert_array_equal(_dirichlet_concentration(back.model_), [2.0, 2.0])
+    a = syn.sample(m=1, random_seed=3)[0]
+    # fitted when the default was 1: the recorded default wins over today's
+    state["factory_defaults"]["concentration"] = 1.0
+    state_file.write_text(json.dumps(state))
+    back = PseudoPosteriorSynthesizer.load(path)
+    np.testing.assert_array_equal(_dirichlet_concentration(back.model_), [1.0, 1.0])
+    assert back.factory_kwargs["concentration"] == 1.0  # a refit fits the same model
+    pd.testing.assert_frame_equal(back.sample(m=1, random_seed=3)[0], a)  # the same draws
+    # a save from before defaults were recorded: today's default, and the warning says so
+    del state["factory_defaults"]
+    state_file.write_text(json.dumps(state))
+    with pytest.warns(UserWarning, match=r"concentration of the weights was 1 until "
+                      r"2026-12-05.*today's default concentration = 2\.0") as caught:
+        back = PseudoPosteriorSynthesizer.load(path)
+    assert [w.filename for w in caught if "predates" in str(w.message)] == [__file__]
+    np.testing.assert_array_equal(_dirichlet_concentration(back.model_), [2.0, 2.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # stated: no warning
+        back = PseudoPosteriorSynthesizer.load(path, factory_kwargs={"concentration": 1.0})
+    np.testing.assert_array_equal(_dirichlet_concentration(back.model_), [1.0, 1.0])
