@@ -266,6 +266,8 @@ def test_a_save_rebuilds_the_model_with_the_defaults_it_was_fitted_with(no_priva
     np.testing.assert_array_equal(_dirichlet_concentration(back.model_), [1.0, 1.0])
     assert back.factory_kwargs["concentration"] == 1.0  # a refit fits the same model
     pd.testing.assert_frame_equal(back.sample(m=1, random_seed=3)[0], a)  # the same draws
+    back = PseudoPosteriorSynthesizer.load(path, factory_kwargs={"concentration": 2.0})
+    np.testing.assert_array_equal(_dirichlet_concentration(back.model_), [2.0, 2.0])  # stated
     # a save from before defaults were recorded: today's default, and the warning says so
     del state["factory_defaults"]
     state_file.write_text(json.dumps(state))
