@@ -844,10 +844,14 @@ class InterceptGibbs(CopulaGibbsStep):
     column, the intercept alone with the column's latent values integrated out (slice
     sampling, :func:`~bayesynth.samplers.kernels.draw_alpha_collapsed`), before the joint
     move. Both redraw the column's latent values afterwards: exact partially collapsed
-    blocks. The joint move is an independence sampler, which rejects every proposal from a
-    state far in its target's tail; the slice, which moves from where the chain is, brings
-    the intercept back from there (on SD2011 the row moves of two rare levels accepted 0 and
-    0.5% of proposals without it, 26% and 49% with it). Needs a normal prior
+    blocks. Until 2026-12-06 the joint move was an independence sampler, which rejects every
+    proposal from a state far in its target's tail; the slice, which moves from where the
+    chain is, brought the intercept back from there (on SD2011 the row moves of two rare
+    levels accepted 0 and 0.5% of proposals without it, 26% and 49% with it). Since then a
+    column whose level has enough records (``kernels.ROW_STEP_RECORDS`` per parameter) has
+    the joint move propose by a Fisher-scoring step from the current value instead, which
+    also moves from where the chain is; the rarest levels (SD2011's) keep the independence
+    proposal, and every column the slice. Needs a normal prior
     on ``alpha`` and, for the joint move, a zero-mean normal prior on ``Lambda`` (without it
     every column has its intercept collapsed).
 
@@ -855,13 +859,16 @@ class InterceptGibbs(CopulaGibbsStep):
     per iteration whatever their posterior spread; for rare levels, whose parameters are
     uncertain, that makes them mix very slowly; so do the strongly correlated utilities of an
     ordinal variable treated as unordered. The joint move costs O(n k^2) per column (two
-    Newton searches to a mode, about 4 evaluations of the Hessian each), so it is given to
-    the columns in order of rarity while their total cost n (k + 1)^2 (number of columns)
-    stays below ``row_budget`` (5e7). Measured on one core (2026-12-01): 13 columns at
-    n = 20,000, k = 8 (cost 2.1e7) take 0.12 s an iteration, 4 columns at n = 5,000, k = 46
-    (SD2011) 0.045 s. With more than ``max_columns`` columns without the joint move, a random
-    subset of that many of them has its intercept updated each iteration (a random scan of
-    exact moves); the columns with the joint move always do.
+    evaluations of the target with its Hessian, at the current and the proposed value, for a
+    Fisher-scoring step; two Newton searches to a mode, 3-5 evaluations each, for the
+    independence proposal), so it is given to the columns in order of rarity while their
+    total cost n (k + 1)^2
+    (number of columns) stays below ``row_budget`` (5e7). Measured on one core (2026-12-06,
+    ``benchmarks/copula_gibbs.py --per-step``): 13 columns at n = 20,000, k = 8 (cost
+    2.1e7) take 0.053 s an iteration (0.125 s with the mode-search proposal it replaced),
+    the intercept slices 0.036 s. With more than ``max_columns`` columns without the joint
+    move, a random subset of that many of them has its intercept updated each iteration (a
+    random scan of exact moves); the columns with the joint move always do.
     """
 
     name = "intercept_gibbs"

@@ -712,8 +712,16 @@ def _probit_grid_posterior(eta, y, prior_prec_lambda):
         np.sqrt((w * B**2).sum() - (w * B).sum() ** 2)
 
 
-@pytest.mark.parametrize("kernel", ["rows", "alpha"])
-def test_collapsed_categorical_updates_target_the_probit_posterior(rng, kernel):
+@pytest.fixture(params=["step", "mode"])
+def row_proposal(request, monkeypatch):
+    """Both proposals of the joint row move: the Fisher-scoring step (every column has the
+    records for it) and the normal approximation at the mode (no column has)."""
+    monkeypatch.setattr(K, "ROW_STEP_RECORDS", 0 if request.param == "step" else 10**9)
+    return request.param
+
+
+@pytest.mark.parametrize("kernel", ["rows", "rows_mode", "alpha"])
+def test_collapsed_categorical_updates_target_the_probit_posterior(rng, kernel, monkeypatch):
     """A binary variable as a one-column multinomial probit, fixed factor scores: iterating the
     collapsed update (with the z redraw it includes) gives the exact posterior of (alpha,
     lambda), computed on a grid; the intercept-only kernel, with lambda held at a value, the
@@ -730,7 +738,9 @@ def test_collapsed_categorical_updates_target_the_probit_posterior(rng, kernel):
     pp = np.array([[2.0]])
     T = 20_000
     out = np.empty((T, 2))
-    if kernel == "rows":
+    if kernel.startswith("rows"):
+        # the Fisher-scoring step (every column has the records for it) or the mode's proposal
+        monkeypatch.setattr(K, "ROW_STEP_RECORDS", 0 if kernel == "rows" else 10**9)
         for t in range(T):
             alpha, Lam, _ = K.draw_categorical_rows(rng, z, alpha, Lam, eta, np.ones(1), lay,
                                                     np.zeros(1), np.ones(1), pp)
@@ -754,7 +764,7 @@ def test_collapsed_categorical_updates_target_the_probit_posterior(rng, kernel):
     # the level coded 1 may be the reference: compare on the probability scale's sign
     flip = 1.0 if lay.categorical[0].levels[lay.categorical[0].reference] == 0 else -1.0
     for i, (m, sd) in enumerate(ref):
-        x = out[:, i] * (flip if kernel == "rows" or i == 0 else 1.0)
+        x = out[:, i] * (flip if kernel.startswith("rows") or i == 0 else 1.0)
         ess = float(az.ess(x[None, :]))
         assert abs(x.mean() - m) < 4.5 * sd / np.sqrt(ess), (i, x.mean(), m)
         assert abs(x.std() - sd) < 0.1 * sd
@@ -762,53 +772,81 @@ def test_collapsed_categorical_updates_target_the_probit_posterior(rng, kernel):
 
 
 
-def test_row_target_derivatives_and_mode(rng):
-    """The probit row target of the joint (alpha, lambda) move: its value against scipy's
-    log Phi (both tails, ignored rows), its gradient and Hessian against central differences of
-    the value, and the Newton mode the same from two distant starts with a zero gradient there
-    (the independence proposal needs a mode that does not depend on the chain's state)."""
-    n, d = 400, 4
-    X = np.column_stack([np.ones(n), rng.normal(size=(n, d - 1))])
+def test_row_target_derivatives(rng):
+    """The row target of the joint (alpha, lambda) move, with the factor scores integrated out
+    (scale s^2 = sigma^2 + lambda' V lambda) and given them (V = 0): its value against scipy's
+    log Phi (both far tails, ignored rows), its gradient and Hessian against central
+    differences of the value, its Gauss-Newton matrix against one computed from scipy's
+    hazard (minus the Hessian where V = 0); the Newton point: mean theta + M^-1 grad with
+    M = L L' the Gauss-Newton matrix; and the fixed-scale target's mode."""
+    n, k = 400, 3
+    d = k + 1
+    X = np.column_stack([np.ones(n), rng.normal(size=(n, k))])
     kind = rng.choice([-1, 0, 1], size=n, p=[0.5, 0.1, 0.4]).astype(np.int64)
     bound = rng.normal(size=n)
-    bound[:5] = 40.0  # far tails: log Phi of about -800 and 0
+    bound[:5] = 40.0  # far tails: log Phi of about -800 to -1,000, and 0
     mu0, P0 = rng.normal(size=d) * 0.1, rng.uniform(0.5, 2.0, size=d)
-    inv = 1.0 / 0.8
-    theta = rng.normal(size=d) * 0.3
-    grad, H = np.empty(d), np.empty((d, d))
+    A = rng.normal(size=(k, k))
+    sig2 = 0.7
     sg = np.where(kind > 0, 1.0, -1.0)
-    t = sg * (X @ theta - bound) * inv
-    ref = stats.norm.logcdf(t)[kind != 0].sum() - 0.5 * np.sum(P0 * (theta - mu0) ** 2)
-    val = K._row_target(theta, X, kind, bound, inv, mu0, P0, grad, H, True)
-    assert val == pytest.approx(ref, rel=1e-10)
+    use = kind != 0
+    for V in (A @ A.T * 0.3 + 0.1 * np.eye(k), np.zeros((k, k))):
+        theta = rng.normal(size=d) * 0.8
 
-    def f(th):
-        return K._row_target(th, X, kind, bound, inv, mu0, P0, np.empty(d), np.empty((d, d)),
-                             False)
+        def f(th, V=V):
+            return K._scaled_row_target(th, X, kind, bound, sig2, V, mu0, P0, np.empty(d),
+                                        np.empty((d, d)), np.empty((d, d)), False)
 
-    h = 1e-5
-    num_g = np.array([(f(theta + h * e) - f(theta - h * e)) / (2 * h) for e in np.eye(d)])
-    np.testing.assert_allclose(grad, num_g, rtol=1e-5, atol=1e-5)
-    num_H = np.empty((d, d))
-    for a, e in enumerate(np.eye(d)):
-        g1, g2 = np.empty(d), np.empty(d)
-        K._row_target(theta + h * e, X, kind, bound, inv, mu0, P0, g1, np.empty((d, d)), True)
-        K._row_target(theta - h * e, X, kind, bound, inv, mu0, P0, g2, np.empty((d, d)), True)
-        num_H[a] = (g1 - g2) / (2 * h)
-    np.testing.assert_allclose(H, num_H, rtol=1e-5, atol=1e-4)
-    assert np.all(np.linalg.eigvalsh(H) < 0)  # log-concave
+        s = np.sqrt(sig2 + theta[1:] @ V @ theta[1:])
+        t = sg * (X @ theta - bound) / s
+        ref = stats.norm.logcdf(t)[use].sum() - 0.5 * np.sum(P0 * (theta - mu0) ** 2)
+        grad, H, G = np.empty(d), np.empty((d, d)), np.empty((d, d))
+        val = K._scaled_row_target(theta, X, kind, bound, sig2, V, mu0, P0, grad, H, G, True)
+        assert val == pytest.approx(ref, rel=1e-10) and f(theta) == val
+        h = 1e-5
+        num_g = np.array([(f(theta + h * e) - f(theta - h * e)) / (2 * h) for e in np.eye(d)])
+        np.testing.assert_allclose(grad, num_g, rtol=1e-6, atol=1e-5)
+        num_H = np.empty((d, d))
+        for a, e in enumerate(np.eye(d)):
+            g1, g2, junk = np.empty(d), np.empty(d), np.empty((d, d))
+            K._scaled_row_target(theta + h * e, X, kind, bound, sig2, V, mu0, P0, g1, junk,
+                                 junk.copy(), True)
+            K._scaled_row_target(theta - h * e, X, kind, bound, sig2, V, mu0, P0, g2, junk,
+                                 junk.copy(), True)
+            num_H[a] = (g1 - g2) / (2 * h)
+        np.testing.assert_allclose(H, num_H, rtol=1e-5, atol=1e-4 * np.abs(H).max())
+        r = np.exp(stats.norm.logpdf(t) - stats.norm.logcdf(t))
+        w = r * (r + t)
+        gs = np.r_[0.0, V @ theta[1:]] / s
+        J = (sg[:, None] * X - t[:, None] * gs[None]) / s  # d t_i / d theta
+        np.testing.assert_allclose(G, (J[use].T * w[use]) @ J[use] + np.diag(P0),
+                                   rtol=1e-8, atol=1e-8)
+        if not V.any():
+            np.testing.assert_allclose(G, -H, rtol=1e-10, atol=1e-8)  # t linear in theta
+        val2, mean, L = K._newton_point(theta, X, kind, bound, sig2, V, mu0, P0, grad, H, G,
+                                        np.empty(n), np.empty((n, d)))
+        M = G  # the Gauss-Newton matrix: minus the Hessian where the scale is fixed (V = 0)
+        assert val2 == val
+        np.testing.assert_allclose(L @ L.T, M, rtol=1e-12, atol=1e-10)
+        np.testing.assert_allclose(mean, theta + np.linalg.solve(M, grad), rtol=1e-10)
+    # the mode's proposal: the fixed-scale target's mode, the same from two distant starts
+    # with a zero gradient there (an independence proposal needs a mode that does not depend
+    # on the chain's state), and the precision factor of minus its Hessian
+    V0 = np.zeros((k, k))
     modes = []
     for start in (np.zeros(d), rng.normal(size=d) * 3.0):
-        m, L, conv = K._row_mode(start, X, kind, bound, inv, mu0, P0, grad, H, 30)
+        m, L, conv = K._row_mode(start, X, kind, bound, sig2, V0, mu0, P0, grad, H, G,
+                                 np.empty(n), np.empty((n, d)), 30)
         assert conv
-        K._row_target(m, X, kind, bound, inv, mu0, P0, grad, H, True)
+        K._scaled_row_target(m, X, kind, bound, sig2, V0, mu0, P0, grad, H, G, True)
         assert np.max(np.abs(np.linalg.solve(H, grad))) < 1e-9
-        np.testing.assert_allclose(L @ L.T, -H, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(L @ L.T, -H, rtol=1e-10, atol=1e-8)
         modes.append(m)
     np.testing.assert_allclose(modes[0], modes[1], rtol=0, atol=1e-9)
 
 
-def test_categorical_rows_with_scores_integrated_out_target_the_marginal_probit(rng):
+def test_categorical_rows_with_scores_integrated_out_target_the_marginal_probit(rng,
+                                                                                row_proposal):
     """A binary column y and an ordered column w sharing one factor, with w's latent values,
     loading and residual sd held fixed. Integrating the factor scores out, y follows a probit
     in m_i = V lambda_w z_wi / sd_w^2 with scale sqrt(1 + lambda_y^2 V), V = (1 + lambda_w^2 /
@@ -867,10 +905,11 @@ def test_categorical_rows_with_scores_integrated_out_target_the_marginal_probit(
 
 
 def test_categorical_rows_with_scores_integrated_out_carry_each_columns_update(rng,
-                                                                              monkeypatch):
+                                                                              monkeypatch,
+                                                                              row_proposal):
     """With several columns moved in one call, each column's target is built from the others'
     current values: the scores' conditional means given the other columns, [1, T V], as the
-    searches see them, against those recomputed from scratch from the earlier columns' new
+    proposals see them, against those recomputed from scratch from the earlier columns' new
     latent values and parameters and the later columns' old ones."""
     n, k = 40, 2
     df = pd.DataFrame({"y1": rng.integers(0, 2, n), "y2": rng.integers(0, 2, n),
@@ -883,19 +922,20 @@ def test_categorical_rows_with_scores_integrated_out_carry_each_columns_update(r
     sd = rng.uniform(0.5, 1.5, size=p)
     prec = sd**-2.0
     seen = []
-    real_mode = K._row_mode
+    name = "_newton_point" if row_proposal == "step" else "_row_mode"
+    real = getattr(K, name)
 
-    def spy(start, X, *args):
+    def spy(theta, X, *args):
         seen.append(X.copy())
-        return real_mode(start, X, *args)
+        return real(theta, X, *args)
 
-    monkeypatch.setattr(K, "_row_mode", spy)
+    monkeypatch.setattr(K, name, spy)
     z0, a0, L0 = z.copy(), alpha.copy(), Lam.copy()
     cols = [int(b.latent[0]) for b in lay.categorical]  # kernel order: one column each
     a1, L1, _ = K.draw_categorical_rows(rng, z, alpha, Lam, np.zeros((n, k)), sd, lay,
                                         np.zeros(p), np.ones(p), np.ones((p, k)),
                                         integrate_eta=True)
-    assert len(seen) == 2 * len(cols)  # a search at the current and one at the proposed scale
+    assert len(seen) == 2 * len(cols)  # at the current and at the proposed value
     for c, j in enumerate(cols):
         done = cols[:c]  # moved before column j: new values; the rest as they were
         zc, ac, Lc = z0.copy(), a0.copy(), L0.copy()
@@ -909,11 +949,12 @@ def test_categorical_rows_with_scores_integrated_out_carry_each_columns_update(r
 
 
 @pytest.mark.parametrize("integrate_eta", [False, True])
-def test_categorical_rows_reject_when_the_newton_search_stalls(rng, integrate_eta):
-    """A search cut off before the mode (one Newton step from a start near it) gives no
-    valid proposal: the column keeps its intercept and loadings, its latent values stay in
-    their bounds, and a RuntimeWarning names it; with enough steps, from a start near the
-    mode, the proposal is accepted."""
+def test_categorical_rows_reject_when_the_newton_search_stalls(rng, integrate_eta, monkeypatch):
+    """With the mode's proposal, a search cut off before the mode (one Newton step from a
+    start near it) gives no valid proposal: the column keeps its intercept and loadings, its
+    latent values stay in their bounds, and a RuntimeWarning names it; with enough steps,
+    from a start near the mode, the proposal is accepted."""
+    monkeypatch.setattr(K, "ROW_STEP_RECORDS", 10**9)  # every column: the mode's proposal
     n, k = 200, 1
     df = pd.DataFrame({"y": rng.integers(0, 2, n), "w": rng.normal(size=n)})
     lay = _layout(df, binary=["y"])
@@ -933,6 +974,46 @@ def test_categorical_rows_reject_when_the_newton_search_stalls(rng, integrate_et
         accs = [K.draw_categorical_rows(rng, z, np.zeros(p), np.zeros((p, k)), *args,
                                         integrate_eta=integrate_eta)[2] for _ in range(5)]
     assert max(accs) == 1.0
+
+
+
+def test_row_move_returns_from_far_in_the_tail(rng, monkeypatch):
+    """Started about 60 posterior sds from the mode, where an independence proposal at the
+    mode would accept little, the Fisher-scoring step brings a binary column's intercept
+    back within a few iterations (to the mean of a chain started near it), given the factor
+    scores and with them integrated out (an ordered column w sharing the factor, held fixed,
+    informs them), and the latent values stay in their bounds."""
+    n, lam_w, sd_w = 2000, 1.2, 0.6
+    eta = rng.normal(size=(n, 1))
+    w = lam_w * eta[:, 0] + sd_w * rng.normal(size=n)
+    y = (rng.random(n) < stats.norm.cdf(-1.0 + 0.8 * eta[:, 0])).astype(int)
+    lay = _layout(pd.DataFrame({"y": y, "w": w}), binary=["y"])
+    jy = int(lay.categorical[0].latent[0])
+    jw = 1 - jy
+    sd = np.ones(2)
+    sd[jw] = sd_w
+    args = (sd, lay, np.zeros(2), np.ones(2), np.ones((2, 1)))
+    monkeypatch.setattr(K, "ROW_STEP_RECORDS", 2)  # the step (1,000 records per side here)
+
+    def chain(a0, iters, integrate):
+        z = lay.initial_z()
+        z[:, jw] = w
+        alpha, Lam = np.zeros(2), np.zeros((2, 1))
+        alpha[jy], Lam[jw, 0] = a0, lam_w
+        path = []
+        for _ in range(iters):
+            alpha, Lam, _ = K.draw_categorical_rows(rng, z, alpha, Lam, eta, *args,
+                                                    integrate_eta=integrate)
+            path.append(alpha[jy])
+        assert lay.bounds_satisfied(z)
+        return np.array(path)
+
+    for integrate in (False, True):
+        ref = chain(0.0, 300, integrate)[100:]
+        assert ref.std() > 0.01  # the reference chain moves
+        far = ref.mean() + 60 * ref.std() * np.sign(-ref.mean())
+        path = chain(far, 30, integrate)
+        assert abs(path[-10:].mean() - ref.mean()) < 3 * ref.std(), (integrate, path[:5])
 
 
 def test_score_translation_conditional_is_the_orbit_density(rng):
