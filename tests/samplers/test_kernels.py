@@ -784,7 +784,8 @@ def test_row_target_derivatives(rng):
     X = np.column_stack([np.ones(n), rng.normal(size=(n, k))])
     kind = rng.choice([-1, 0, 1], size=n, p=[0.5, 0.1, 0.4]).astype(np.int64)
     bound = rng.normal(size=n)
-    bound[:5] = 40.0  # far tails: log Phi of about -800 to -1,000, and 0
+    bound[:5] = 40.0  # far tails: log Phi of about -1,000 (hazard from the series), and 0
+    kind[:3], kind[3:5] = 1, -1
     mu0, P0 = rng.normal(size=d) * 0.1, rng.uniform(0.5, 2.0, size=d)
     A = rng.normal(size=(k, k))
     sig2 = 0.7
@@ -873,6 +874,12 @@ def test_categorical_rows_with_scores_integrated_out_target_the_marginal_probit(
     T = 12_000
     out = np.empty((T, 2))
     acc = 0.0
+    V = 1.0 / (1.0 + lam_w**2 / sd_w**2)
+    m = V * lam_w * w / sd_w**2
+    codes = blk.codes
+    flip = 1.0 if blk.levels[blk.reference] == 0 else -1.0  # y = 1 is the modelled level
+    sign = np.where(codes == (1 if flip > 0 else 0), 1.0, -1.0)
+    pit = []
     for t in range(T):
         alpha, Lam, a = K.draw_categorical_rows(rng, z, alpha, Lam, eta_junk, sd, lay,
                                                 np.zeros(2), np.ones(2), pp,
@@ -880,15 +887,18 @@ def test_categorical_rows_with_scores_integrated_out_target_the_marginal_probit(
         acc += a
         out[t] = alpha[jy], Lam[jy, 0]
         assert Lam[jw, 0] == lam_w and np.array_equal(z[:, jw], w)
+        if t % 20 == 0:  # the redrawn utilities: N(alpha + lambda m_i, 1 + lambda^2 V) cut at 0
+            mean, s = alpha[jy] + Lam[jy, 0] * m, np.sqrt(1.0 + Lam[jy, 0] ** 2 * V)
+            cut = stats.norm.cdf(-mean / s)
+            u = stats.norm.cdf((z[:, jy] - mean) / s)
+            pit.append(np.where(sign > 0, (u - cut) / (1.0 - cut), u / cut))
     assert acc / T > 0.5
-    V = 1.0 / (1.0 + lam_w**2 / sd_w**2)
-    m = V * lam_w * w / sd_w**2
+    # given the draw, each record's utility is a fresh truncated normal: the probability
+    # integral transforms are independent uniforms (a wrong scale of the redraw fails this)
+    assert stats.kstest(np.concatenate(pit), "uniform").pvalue > 1e-3
     a = np.linspace(-3, 3, 241)
     b = np.linspace(-3.5, 3.5, 281)
     A, B = np.meshgrid(a, b, indexing="ij")
-    codes = blk.codes
-    flip = 1.0 if blk.levels[blk.reference] == 0 else -1.0  # y = 1 is the modelled level
-    sign = np.where(codes == (1 if flip > 0 else 0), 1.0, -1.0)
     scale = np.sqrt(1.0 + B**2 * V)
     ll = stats.norm.logcdf(sign * (A[..., None] + B[..., None] * m) / scale[..., None]).sum(-1)
     lp = ll + stats.norm.logpdf(A) + stats.norm.logpdf(B, 0, 1 / np.sqrt(2.0))
