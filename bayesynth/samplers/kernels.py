@@ -1851,9 +1851,9 @@ def _add_column_scores(T, zj, a_j, lam_j, pj):  # pragma: no cover - compiled
 #: many per parameter (k + 1), and from the normal approximation at the mode otherwise. Both
 #: are exact; the rule reads only the data's codes, never the chain's state. Measured
 #: (2026-12-06): on the demo table (20 or more records per level, k + 1 = 7) the step raised
-#: the worst ESS per second of every kind of quantity synthesis reads by 37-82%; on SD2011's
-#: four rarest levels (3-7 records, k + 1 = 45) it accepted under 1% of proposals against
-#: 3-14% for the mode's.
+#: the worst ESS per second of every kind of quantity synthesis reads by 37-82% (two seeds);
+#: on SD2011's four rarest levels (3-7 records, k + 1 = 45) it accepted under 1% of
+#: proposals against 3-14% for the mode's.
 ROW_STEP_RECORDS = 2
 
 
