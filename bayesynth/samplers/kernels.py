@@ -1846,6 +1846,21 @@ def _add_column_scores(T, zj, a_j, lam_j, pj):  # pragma: no cover - compiled
     return None
 
 
+def _mh_log_ratio(lp_prop: float, lp_cur: float, prop: np.ndarray, cur: np.ndarray,
+                  mean_c: np.ndarray, L_c: np.ndarray, mean_p: np.ndarray,
+                  L_p: np.ndarray) -> float:
+    """Return the Metropolis-Hastings log ratio of a move cur -> prop with normal proposals.
+
+    The forward proposal is N(mean_c, (L_c L_c')^-1), the reverse N(mean_p, (L_p L_p')^-1)
+    (L lower Cholesky factors of the precisions): log pi(prop) - log pi(cur) +
+    log q(cur | prop) - log q(prop | cur).
+    """
+    u_c = L_c.T @ (prop - mean_c)  # the forward proposal's density at prop
+    u_p = L_p.T @ (cur - mean_p)  # the reverse proposal's density at cur
+    return float(lp_prop - lp_cur - 0.5 * float(u_p @ u_p) + 0.5 * float(u_c @ u_c)
+                 + float(np.sum(np.log(np.diag(L_p))) - np.sum(np.log(np.diag(L_c)))))
+
+
 #: A categorical column's joint row move proposes by one Fisher-scoring step from the current
 #: value when the fewer of its level's records and the other records number at least this
 #: many per parameter (k + 1), and from the normal approximation at the mode otherwise. Both
@@ -2048,11 +2063,8 @@ def draw_categorical_rows(
             conv = conv_c and conv_p
             if not conv:
                 stalled.append(j)
-        u_c = L_c.T @ (prop - mean_c)  # the forward proposal's density at prop
-        u_p = L_p.T @ (cur - mean_p)  # the reverse proposal's density at cur
-        log_ratio = (lp_prop - lp_cur - 0.5 * float(u_p @ u_p) + 0.5 * float(u_c @ u_c)
-                     + float(np.sum(np.log(np.diag(L_p))) - np.sum(np.log(np.diag(L_c)))))
-        if _log_uniform(rng) < log_ratio and conv:  # NaN (a non-finite target) rejects
+        log_ratio = _mh_log_ratio(lp_prop, lp_cur, prop, cur, mean_c, L_c, mean_p, L_p)
+        if _log_uniform(rng) < log_ratio and conv:
             cur = prop
             accepted += 1
         alpha_full[j], Lambda[j] = cur[0], cur[1:]
@@ -2091,13 +2103,15 @@ def _scaled_row_target_work(theta, X, kind, bound, sig2, V, mu0, P0, grad, H, G,
     sum_i log Phi(t_i), t_i = +-(x_i' theta - bound_i) / s, in which the scale depends on the
     loadings; plus the normal prior N(mu0, diag(1 / P0)). With ``need`` also its gradient
     (``grad``), its Hessian (``H``) and the Gauss-Newton matrix ``G`` (minus the Hessian
-    without the second derivatives of t: positive definite wherever the Hessian is not
-    negative definite, since the scale makes the target not log-concave in general).
+    without the second derivatives of t, and with the prior's precision: positive definite
+    everywhere, while the Hessian need not be negative definite, since the scale makes the
+    target not log-concave in general; with V = 0, G = -H).
 
     With g = grad s = (0, V lambda) / s, a = sum r_i sg_i x_i, R = sum r_i t_i, b = sum w_i
     sg_i t_i x_i, W2 = sum w_i t_i^2 (r_i the normal hazard at t_i, w_i = r_i (r_i + t_i)):
-    gradient (a - R g) / s; Hessian -[X' W X - (b g' + g b') + W2 g g'] / s^2
-    + [-(a g' + g a') + 3 R g g' - R blockdiag(0, V)] / s^2 - diag(P0).
+    gradient (a - R g) / s - diag(P0) (theta - mu0); G = [X' W X - (b g' + g b')
+    + W2 g g'] / s^2 + diag(P0); Hessian -G + [-(a g' + g a') + 3 R g g'
+    - R blockdiag(0, V)] / s^2.
     """
     n, d = X.shape
     lam_v = np.zeros(d)  # (0, V lambda)

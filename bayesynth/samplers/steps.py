@@ -859,14 +859,14 @@ class InterceptGibbs(CopulaGibbsStep):
     per iteration whatever their posterior spread; for rare levels, whose parameters are
     uncertain, that makes them mix very slowly; so do the strongly correlated utilities of an
     ordinal variable treated as unordered. The joint move costs O(n k^2) per column (two
-    evaluations of the target with its Hessian, at the current and the proposed value, for a
-    Fisher-scoring step; two Newton searches to a mode, 3-5 evaluations each, for the
+    evaluations of the target with its derivatives, at the current and the proposed value,
+    for a Fisher-scoring step; two Newton searches to a mode, 3-5 evaluations each, for the
     independence proposal), so it is given to the columns in order of rarity while their
     total cost n (k + 1)^2
     (number of columns) stays below ``row_budget`` (5e7). Measured on one core (2026-12-06,
     ``benchmarks/copula_gibbs.py --per-step``): 13 columns at n = 20,000, k = 8 (cost
-    2.1e7) take 0.053 s an iteration (0.125 s with the mode-search proposal it replaced),
-    the intercept slices 0.036 s. With more than ``max_columns`` columns without the joint
+    2.1e7) and the 13 intercept slices take 0.086 s an iteration together (0.170 s with the
+    mode's proposal for every column). With more than ``max_columns`` columns without the joint
     move, a random subset of that many of them has its intercept updated each iteration (a
     random scan of exact moves); the columns with the joint move always do.
     """
@@ -919,12 +919,13 @@ class InterceptGibbs(CopulaGibbsStep):
         self._modes = np.zeros((len(share), s.k + 1))  # Newton starts of the row moves
         self._rows = self._lam_sd is not None and bool(self._rare.any())
         # The intercept-only slice runs on every column, the row-moved ones included (before
-        # their row move). The row move is an independence sampler: from a state far in its
-        # target's tail (the block scale moves carry a rare level's intercept and loadings
-        # there: on SD2011 the utility transport scale move took edu[NA]'s intercept, 4 of
-        # 4,000 records, from -2.9 to -10 in 60 iterations while its conditional mode stayed
-        # near -3) its proposals are all rejected, and the slice, which moves from where the
-        # chain is, brings the intercept back.
+        # their row move). A rare level's row move is an independence sampler: from a state
+        # far in its target's tail (the block scale moves carry a rare level's intercept and
+        # loadings there: on SD2011 the utility transport scale move took edu[NA]'s
+        # intercept, 4 of 4,000 records, from -2.9 to -10 in 60 iterations while its
+        # conditional mode stayed near -3) its proposals are all rejected, and the slice,
+        # which moves from where the chain is, brings the intercept back. (Levels with the
+        # records for it have a Fisher-scoring step instead, kernels.ROW_STEP_RECORDS.)
         self._alpha_cols = np.ones(len(share), dtype=bool)
 
     def _update(self, point):

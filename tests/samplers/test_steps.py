@@ -339,8 +339,8 @@ def test_location_transport_step_is_optional_and_moves_only_categorical_intercep
 def test_intercept_step_slices_every_intercept_and_row_moves_the_rarest(model, monkeypatch,
                                                                        afford):
     """InterceptGibbs gives every categorical column the intercept-only collapsed slice, and
-    the joint (intercept, loadings) row move to the rarest columns the budget affords (an
-    independence sampler, which needs the slice to leave a tail)."""
+    the joint (intercept, loadings) row move to the rarest columns the budget affords (for the
+    rarest levels an independence sampler, which needs the slice to leave a tail)."""
     import importlib
 
     from bayesynth.samplers.steps import InterceptGibbs
