@@ -445,10 +445,19 @@ def _log_ndtr(x):  # pragma: no cover - compiled
         return -0.5 * math.erfc(x / math.sqrt(2.0))
     if x > -20.0:
         return math.log(0.5 * math.erfc(-x / math.sqrt(2.0)))
-    # Asymptotic series of the Mills ratio; at x <= -20 six terms are accurate to ~1e-12.
+    return (-0.5 * x * x - math.log(-x) - 0.5 * math.log(2.0 * math.pi)
+            + math.log1p(_mills_series(x)))
+
+
+@numba.njit(inline="always")
+def _mills_series(x):  # pragma: no cover - compiled
+    """Return s with Phi(x) = phi(x) (1 + s) / (-x), the asymptotic series of the Mills ratio.
+
+    Six terms; at x <= -20 accurate to ~1e-12 (used by :func:`_log_ndtr` and
+    :func:`_tail_hazard`).
+    """
     r = 1.0 / (x * x)
-    series = r * (-1.0 + r * (3.0 + r * (-15.0 + r * (105.0 + r * (-945.0 + r * 10395.0)))))
-    return -0.5 * x * x - math.log(-x) - 0.5 * math.log(2.0 * math.pi) + math.log1p(series)
+    return r * (-1.0 + r * (3.0 + r * (-15.0 + r * (105.0 + r * (-945.0 + r * 10395.0)))))
 
 
 @numba.njit(inline="always")
@@ -2086,12 +2095,10 @@ def draw_categorical_rows(
 def _tail_hazard(t):  # pragma: no cover - compiled
     """Return the normal hazard phi(t) / Phi(t) for t <= -20.
 
-    From :func:`_log_ndtr`'s asymptotic series, Phi(t) = phi(t) (1 + series) / (-t), so the
-    hazard is -t / (1 + series), accurate to rounding where exp(-t^2 / 2) underflows.
+    From the asymptotic series :func:`_mills_series` s, Phi(t) = phi(t) (1 + s) / (-t), so
+    the hazard is -t / (1 + s), accurate to rounding where exp(-t^2 / 2) underflows.
     """
-    r = 1.0 / (t * t)
-    series = r * (-1.0 + r * (3.0 + r * (-15.0 + r * (105.0 + r * (-945.0 + r * 10395.0)))))
-    return -t / (1.0 + series)
+    return -t / (1.0 + _mills_series(t))
 
 @numba.njit(cache=True)
 def _scaled_row_target_work(theta, X, kind, bound, sig2, V, mu0, P0, grad, H, G, need, gv,
