@@ -94,22 +94,23 @@ def _with_saved_defaults(factory: Callable[..., pm.Model], stored: str,
     """
     if factory_path(factory) != stored:
         return factory_kwargs
+    try:
+        accepted = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # a builtin or C callable: nothing to add
+        return factory_kwargs
     given = dict(factory_kwargs or {})
     recorded = state.get("factory_defaults")
     if recorded is None:
-        changed = [(k, v) for k, v in _CHANGED_DEFAULTS.get(stored, {}).items() if k not in given]
+        changed = [(k, v) for k, v in _CHANGED_DEFAULTS.get(stored, {}).items()
+                   if k not in given and k in accepted]
         for key, (old, why) in changed:
             warnings.warn(
                 f"This save does not record the keyword defaults of {stored} (it predates "
                 f"2026-12-06), and {why}: the model is rebuilt with today's default {key} = "
-                f"{factory_defaults(factory, given).get(key)!r}. The saved draws, and so the "
+                f"{accepted[key].default!r}. The saved draws, and so the "
                 f"synthetic data, are unaffected; if the fit was made with {key} = {old!r}, "
                 f"load(path, factory_kwargs={{..., {key!r}: {old!r}}}) rebuilds its prior.",
                 UserWarning, stacklevel=_stacklevel_outside() - 1)
-        return factory_kwargs
-    try:
-        accepted = inspect.signature(factory).parameters
-    except (TypeError, ValueError):
         return factory_kwargs
     extra = {k: v for k, v in recorded.items() if k in accepted and k not in given}
     return {**extra, **given} if (extra or factory_kwargs is not None) else None
