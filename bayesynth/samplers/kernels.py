@@ -1881,6 +1881,38 @@ def _mh_log_ratio(lp_prop: float, lp_cur: float, prop: np.ndarray, cur: np.ndarr
 ROW_STEP_RECORDS = 2
 
 
+def row_step_columns(layout: LatentLayout, k: int) -> np.ndarray:
+    """Which categorical columns' joint row move proposes by a Fisher-scoring step.
+
+    Column c (in the kernels' order: the multinomial-probit columns, then the ``"rpl"`` level
+    columns) does when the fewer of its level's records (latent value bounded below) and the
+    other records with a value (bounded above) number at least :data:`ROW_STEP_RECORDS` per
+    parameter, k + 1; the rest propose from the mode (:func:`draw_categorical_rows`). The rule
+    reads only the data's codes, so it is fixed for a table and a number of factors.
+
+    Parameters
+    ----------
+    layout : LatentLayout
+    k : int
+        Number of factors.
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape (number of categorical columns,)
+    """
+    informed = []
+    for b in range(len(layout.k_mnp_off) - 1):
+        codes = layout.k_mnp_codes[b]
+        m = int(layout.k_mnp_off[b + 1] - layout.k_mnp_off[b])
+        shown = int(np.count_nonzero(codes != -2))
+        at = np.bincount(codes[codes >= 0], minlength=m)[:m]
+        informed.extend(np.minimum(at, shown - at).tolist())
+    for r in range(len(layout.k_lvl_cols)):
+        above = int(np.count_nonzero(layout.k_lvl_sign[r] > 0))
+        informed.append(min(above, layout.k_lvl_sign.shape[1] - above))
+    return np.asarray(informed, dtype=np.int64) >= ROW_STEP_RECORDS * (k + 1)
+
+
 def draw_categorical_rows(
     rng: np.random.Generator,
     z: np.ndarray,
@@ -2007,6 +2039,7 @@ def draw_categorical_rows(
     accepted = 0
     stalled: list[int] = []  # columns whose Newton search did not converge
     todo = [c for c in range(n_cols) if columns is None or columns[c]]
+    step_cols = row_step_columns(layout, k)
     if integrate_eta:
         prec = 1.0 / np.asarray(sd, dtype=float) ** 2
         P = np.eye(k) + (Lambda.T * prec) @ Lambda  # precision of eta_i given every column
@@ -2038,8 +2071,7 @@ def draw_categorical_rows(
         else:
             Xc, Vc = X, V0
         sig2 = float(sd[j]) ** 2
-        informed = min(int(np.count_nonzero(kind > 0)), int(np.count_nonzero(kind < 0)))
-        if informed >= ROW_STEP_RECORDS * d:
+        if step_cols[c]:
             # one Fisher-scoring step from the current value, plus the local normal's noise
             lp_cur, mean_c, L_c = _newton_point(cur, Xc, kind, bound, sig2, Vc, mu0, P0,
                                                 grad, H, G, gv, Xw)

@@ -93,6 +93,7 @@ from bayesynth.samplers.kernels import (
     draw_z,
     factor_mean,
     redraw_unconstrained,
+    row_step_columns,
     unconstrained_patterns,
 )
 
@@ -848,10 +849,11 @@ class InterceptGibbs(CopulaGibbsStep):
     proposal from a state far in its target's tail; the slice, which moves from where the
     chain is, brought the intercept back from there (on SD2011 the row moves of two rare
     levels accepted 0 and 0.5% of proposals without it, 26% and 49% with it). Since then a
-    column whose level has enough records (``kernels.ROW_STEP_RECORDS`` per parameter) has
-    the joint move propose by a Fisher-scoring step from the current value instead, which
-    also moves from where the chain is; the rarest levels (SD2011's) keep the independence
-    proposal, and every column the slice. Needs a normal prior
+    column whose level has enough records (``kernels.ROW_STEP_RECORDS`` per parameter,
+    :func:`~bayesynth.samplers.kernels.row_step_columns`) has the joint move propose by a
+    Fisher-scoring step from the current value instead, which also moves from where the
+    chain is, and has no slice (``slice_stepped`` gives it one again); the rarest levels
+    (SD2011's) keep the independence proposal and the slice. Needs a normal prior
     on ``alpha`` and, for the joint move, a zero-mean normal prior on ``Lambda`` (without it
     every column has its intercept collapsed).
 
@@ -865,10 +867,11 @@ class InterceptGibbs(CopulaGibbsStep):
     total cost n (k + 1)^2
     (number of columns) stays below ``row_budget`` (5e7). Measured on one core (2026-12-06,
     ``benchmarks/copula_gibbs.py --per-step``): 13 columns at n = 20,000, k = 8 (cost
-    2.1e7) and the 13 intercept slices take 0.086 s an iteration together (0.170 s with the
-    mode's proposal for every column). With more than ``max_columns`` columns without the joint
-    move, a random subset of that many of them has its intercept updated each iteration (a
-    random scan of exact moves); the columns with the joint move always do.
+    2.1e7) take 0.053 s an iteration, all with the Fisher-scoring step and so without slices
+    (0.086 s with the 13 slices too, 0.170 s with the mode's proposal for every column).
+    With more than ``max_columns`` columns without the joint move, a random subset of that
+    many of them has its intercept updated each iteration (a random scan of exact moves); the
+    row-moved columns that have the slice always do.
     """
 
     name = "intercept_gibbs"
@@ -881,6 +884,8 @@ class InterceptGibbs(CopulaGibbsStep):
     integrate_eta: ClassVar[bool] = True
     row_budget: ClassVar[float] = 5e7
     max_columns: ClassVar[int] = 32
+    #: Also slice the intercept of the columns whose row move takes the Fisher-scoring step.
+    slice_stepped: ClassVar[bool] = False
 
     @classmethod
     def applies(cls, layout: LatentLayout) -> bool:
@@ -927,6 +932,10 @@ class InterceptGibbs(CopulaGibbsStep):
         # which moves from where the chain is, brings the intercept back. (Levels with the
         # records for it have a Fisher-scoring step instead, kernels.ROW_STEP_RECORDS.)
         self._alpha_cols = np.ones(len(share), dtype=bool)
+        if self._rows and not self.slice_stepped:
+            # the Fisher-scoring step moves from where the chain is, so its columns need no
+            # slice to come back from a tail (see the class docstring)
+            self._alpha_cols &= ~(self._rare & row_step_columns(lay, s.k))
 
     def _update(self, point):
         s = self.structure
@@ -937,7 +946,7 @@ class InterceptGibbs(CopulaGibbsStep):
         cols = self._alpha_cols
         free = np.flatnonzero(cols & ~self._rare)
         if len(free) > self.max_columns:  # a random subset (a copy: the mask stays whole)
-            cols = self._rare.copy()  # the row-moved columns every time
+            cols = cols & self._rare  # the row-moved columns that have the slice every time
             cols[self.rng.choice(free, self.max_columns, replace=False)] = True
         alpha = s.alpha_full(point)
         if cols.any():

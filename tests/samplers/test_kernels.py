@@ -1047,6 +1047,18 @@ def test_row_move_proposal_follows_the_records_per_parameter(rng):
                                 np.ones(p), np.ones((p, k)))
     assert seen["mode"] == [cut - 1, cut - 1]
     assert sorted(seen["step"]) == [cut, cut, n // 2, n // 2]
+    # the rule as the steps read it ahead of the kernel (InterceptGibbs's slices)
+    names = [b.name for b in lay.categorical if b.likelihood == "mnp"]
+    flags = dict(zip(names, K.row_step_columns(lay, k).tolist()))
+    assert flags == {"short": False, "enough": True, "balanced": True, "with_gaps": False}
+    # the paper's level columns (one per level, the majority's too): the fewer side counts,
+    # so the majority level, with only cut - 1 other records, proposes from the mode too
+    g = np.where(np.arange(n) < 1, "a", np.where(np.arange(n) < cut - 1, "b", "c"))
+    rpl = _layout(pd.DataFrame({"g": g}), categorical=["g"],
+                  layout_kw={"categorical_likelihood": "rpl"})
+    above = (rpl.k_lvl_sign > 0).sum(axis=1)
+    assert sorted(above.tolist()) == [1, cut - 2, n - cut + 1]
+    assert not K.row_step_columns(rpl, k).any()
 
 
 def test_row_move_returns_from_far_in_the_tail(rng, monkeypatch):

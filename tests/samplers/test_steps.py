@@ -336,18 +336,24 @@ def test_location_transport_step_is_optional_and_moves_only_categorical_intercep
 
 
 @pytest.mark.parametrize("afford", [0, 1, 2, None])
-def test_intercept_step_slices_every_intercept_and_row_moves_the_rarest(model, monkeypatch,
-                                                                       afford):
-    """InterceptGibbs gives every categorical column the intercept-only collapsed slice, and
-    the joint (intercept, loadings) row move to the rarest columns the budget affords (for the
-    rarest levels an independence sampler, which needs the slice to leave a tail)."""
+def test_intercept_step_slices_the_intercepts_the_row_moves_need(model, monkeypatch, afford):
+    """InterceptGibbs gives the joint (intercept, loadings) row move to the rarest columns the
+    budget affords, and the intercept-only collapsed slice to every other column and to the
+    row-moved columns whose move is the mode's independence proposal (which needs the slice
+    to leave a tail); a row move that takes the Fisher-scoring step, which moves from where
+    the chain is, has no slice (with ``slice_stepped`` it has)."""
     import importlib
 
+    from bayesynth.samplers import kernels as K
     from bayesynth.samplers.steps import InterceptGibbs
 
     steps_mod = importlib.import_module("bayesynth.samplers.steps")
     lay = bs.models.get_layout(model)
-    per_column = lay.n * (int(model.dim_lengths["factor"].eval()) + 1) ** 2
+    k = int(model.dim_lengths["factor"].eval())
+    # the rarest level (22 records, 3 parameters) takes the mode's proposal, the rest the step
+    monkeypatch.setattr(K, "ROW_STEP_RECORDS", 8)
+    stepped = K.row_step_columns(lay, k)
+    per_column = lay.n * (k + 1) ** 2
     budget = 1e12 if afford is None else (afford + 0.5) * per_column
     monkeypatch.setattr(InterceptGibbs, "row_budget", budget)
     seen = {}
@@ -365,19 +371,29 @@ def test_intercept_step_slices_every_intercept_and_row_moves_the_rarest(model, m
     step = InterceptGibbs(model=model, rng=np.random.default_rng(0))
     n_cols = len(step._rare)
     assert n_cols >= 3 and step.max_columns >= n_cols
+    assert stepped.sum() == n_cols - 1 and not stepped[np.argmin(stepped)]
     point = dict(model.initial_point())
     step._update(point)
     rows = seen.get("rows", np.zeros(n_cols, dtype=bool))
     alpha = seen.get("alpha", np.zeros(n_cols, dtype=bool))
     np.testing.assert_array_equal(rows, step._rare)
-    np.testing.assert_array_equal(alpha, np.ones(n_cols, dtype=bool))
+    np.testing.assert_array_equal(alpha, ~(step._rare & stepped))
     assert rows.sum() == (n_cols if afford is None else afford)
-    # with a random subset of the intercepts, the row-moved columns are always in it
+    if afford is not None and afford >= 1:
+        assert step._rare[~stepped].all()  # the rarest column is row-moved first
+    # with a random subset of the intercepts, the row-moved columns that have the slice are
+    # always in it, those with the step never
     monkeypatch.setattr(InterceptGibbs, "max_columns", 1)
     for _ in range(5):
         step._update(point)
-        assert np.all(seen["alpha"][step._rare])
+        assert np.all(seen["alpha"][step._rare & ~stepped])
+        assert not np.any(seen["alpha"][step._rare & stepped])
         assert seen["alpha"][~step._rare].sum() == min(1, (~step._rare).sum())
+    # slice_stepped: every column has the slice again
+    monkeypatch.setattr(InterceptGibbs, "max_columns", 32)
+    monkeypatch.setattr(InterceptGibbs, "slice_stepped", True)
+    InterceptGibbs(model=model, rng=np.random.default_rng(0))._update(point)
+    np.testing.assert_array_equal(seen["alpha"], np.ones(n_cols, dtype=bool))
 
 
 def test_loadings_and_precision_steps_redraw_exactly_the_unconstrained_latent_values(
