@@ -1929,6 +1929,7 @@ def draw_categorical_rows(
     columns: np.ndarray | None = None,
     integrate_eta: bool = False,
     mode_cache: np.ndarray | None = None,
+    step_columns: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """Draw each categorical column's intercept and loadings with its latent values integrated out.
 
@@ -2005,6 +2006,9 @@ def draw_categorical_rows(
         Starting points of the searches for the mode (with ``integrate_eta``), updated in
         place with the modes found: last iteration's mode is close to this one's, which saves
         Newton steps. The modes themselves do not depend on the start.
+    step_columns : numpy.ndarray of bool, shape (number of categorical columns,), optional
+        :func:`row_step_columns` of ``layout`` and k, for a caller that computed it once (it
+        depends on the data alone); computed here when omitted.
 
     Returns
     -------
@@ -2039,7 +2043,7 @@ def draw_categorical_rows(
     accepted = 0
     stalled: list[int] = []  # columns whose Newton search did not converge
     todo = [c for c in range(n_cols) if columns is None or columns[c]]
-    step_cols = row_step_columns(layout, k)
+    step_cols = row_step_columns(layout, k) if step_columns is None else step_columns
     if integrate_eta:
         prec = 1.0 / np.asarray(sd, dtype=float) ** 2
         P = np.eye(k) + (Lambda.T * prec) @ Lambda  # precision of eta_i given every column

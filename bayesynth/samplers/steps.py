@@ -931,11 +931,14 @@ class InterceptGibbs(CopulaGibbsStep):
         # conditional mode stayed near -3) its proposals are all rejected, and the slice,
         # which moves from where the chain is, brings the intercept back. (Levels with the
         # records for it have a Fisher-scoring step instead, kernels.ROW_STEP_RECORDS.)
+        # which row moves propose by the Fisher-scoring step: fixed by the data, so read once
+        # here for both the slices and the kernel
+        self._stepped = row_step_columns(lay, s.k)
         self._alpha_cols = np.ones(len(share), dtype=bool)
         if self._rows and not self.slice_stepped:
             # the Fisher-scoring step moves from where the chain is, so its columns need no
             # slice to come back from a tail (see the class docstring)
-            self._alpha_cols &= ~(self._rare & row_step_columns(lay, s.k))
+            self._alpha_cols &= ~(self._rare & self._stepped)
 
     def _update(self, point):
         s = self.structure
@@ -956,7 +959,8 @@ class InterceptGibbs(CopulaGibbsStep):
             lam_pp = np.broadcast_to(1.0 / np.asarray(self._lam_sd(point)) ** 2, (s.p, s.k))
             alpha, Lam, self._accept = draw_categorical_rows(
                 self.rng, z, alpha, Lam, eta, sd, s.layout, pm_, ps, lam_pp, columns=self._rare,
-                integrate_eta=self.integrate_eta, mode_cache=self._modes)
+                integrate_eta=self.integrate_eta, mode_cache=self._modes,
+                step_columns=self._stepped)
             s.io["Lambda"].put(point, Lam)
         point[self._zkey] = z
         if self._rows and self.integrate_eta:  # the scores were integrated out: redraw them

@@ -361,6 +361,8 @@ def test_intercept_step_slices_the_intercepts_the_row_moves_need(model, monkeypa
     def spy(name, fn):
         def inner(*args, columns=None, **kw):
             seen[name] = None if columns is None else np.asarray(columns, dtype=bool).copy()
+            if "step_columns" in kw:
+                seen["step_columns"] = kw["step_columns"]
             return fn(*args, columns=columns, **kw)
         return inner
 
@@ -379,8 +381,10 @@ def test_intercept_step_slices_the_intercepts_the_row_moves_need(model, monkeypa
     np.testing.assert_array_equal(rows, step._rare)
     np.testing.assert_array_equal(alpha, ~(step._rare & stepped))
     assert rows.sum() == (n_cols if afford is None else afford)
+    np.testing.assert_array_equal(step._stepped, stepped)  # the one rule the kernel is given
     if afford is not None and afford >= 1:
         assert step._rare[~stepped].all()  # the rarest column is row-moved first
+        assert seen["step_columns"] is step._stepped
     # with a random subset of the intercepts, the row-moved columns that have the slice are
     # always in it, those with the step never
     monkeypatch.setattr(InterceptGibbs, "max_columns", 1)
