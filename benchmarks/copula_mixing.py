@@ -74,6 +74,10 @@ def main(argv=None) -> None:
     ap.add_argument("--cores", type=int, default=None)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--worst", type=int, default=5, help="worst quantities to list")
+    ap.add_argument("--start-from", choices=("factor_analysis", "prior"),
+                    default="factor_analysis",
+                    help="bayesynth.sample's start_from: each chain at a factor analysis of "
+                         "its own quarter of the records (default) or at prior draws")
     ap.add_argument("--shared-start", action="store_true",
                     help="start every chain from one neutral point (loadings, intercepts and "
                          "factor scores at the model's initial point, the default before "
@@ -155,7 +159,7 @@ def main(argv=None) -> None:
                                  if name in point}
         idata = bs.sample(model, draws=args.draws, tune=args.tune, chains=args.chains,
                           random_seed=args.seed, progressbar=False, cores=args.cores,
-                          check_convergence=False, **extra)
+                          check_convergence=False, start_from=args.start_from, **extra)
     wall = time.perf_counter() - t0
     if args.save:
         idata.to_netcdf(args.save)

@@ -162,20 +162,22 @@ def test_an_extension_starts_at_the_state_when_a_bound_depends_on_another_variab
             np.testing.assert_allclose(start[name], last[name], rtol=1e-12, err_msg=name)
 
 
-def test_copula_chains_start_from_their_own_dispersed_draws(monkeypatch):
-    """Each chain's loadings, intercepts and factor scores start at its own standard normal
-    draw about the model's initial point (shrinkage and precisions at one), repeatably from
-    the seed; a start the user gives for a variable wins over ours, in every chain."""
+def test_copula_chains_start_from_their_own_prior_draws_when_asked(monkeypatch):
+    """With ``start_from="prior"`` each chain's loadings, intercepts and factor scores start
+    at its own standard normal draw about the model's initial point (shrinkage and
+    precisions at one), repeatably from the seed; a start the user gives for a variable wins
+    over ours, in every chain."""
     model = _small_copula()
     rec = _Recorder(monkeypatch)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for seed in (3, 3, 4):
             bs.sample(model, draws=1, tune=0, chains=2, cores=1, random_seed=seed,
-                      progressbar=False, check_convergence=False)
+                      progressbar=False, check_convergence=False, start_from="prior")
         mine = np.full(tuple(model["eta"].shape.eval()), 0.25)
         bs.sample(model, draws=1, tune=0, chains=2, cores=1, random_seed=3,
-                  progressbar=False, check_convergence=False, initvals={"eta": mine})
+                  progressbar=False, check_convergence=False, initvals={"eta": mine},
+                  start_from="prior")
     a, again, other, given = (c["initvals"] for c in rec.calls)
     point = model.initial_point()
     for name in ("Lambda", "alpha", "eta"):
@@ -193,6 +195,31 @@ def test_copula_chains_start_from_their_own_dispersed_draws(monkeypatch):
             np.testing.assert_array_equal(a[c][name], 1.0)
         np.testing.assert_array_equal(given[c]["eta"], mine)
         np.testing.assert_array_equal(given[c]["Lambda"], a[c]["Lambda"])
+
+
+def test_copula_chains_start_at_their_own_factor_analysis_by_default(monkeypatch):
+    """By default each chain starts at its own factor-analysis start (loadings, scores,
+    intercepts and residual precisions; shrinkage at one); a start the user gives wins."""
+    from bayesynth.samplers.sampling import _factor_analysis_copula_starts
+
+    model = _small_copula()
+    rec = _Recorder(monkeypatch)
+    mine = np.full(tuple(model["eta"].shape.eval()), 0.25)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bs.sample(model, draws=1, tune=0, chains=2, cores=1, random_seed=3,
+                  progressbar=False, check_convergence=False)
+        bs.sample(model, draws=1, tune=0, chains=2, cores=1, random_seed=3,
+                  progressbar=False, check_convergence=False, initvals=[{"eta": mine}, {}])
+    ours, given = (c["initvals"] for c in rec.calls)
+    expected = _factor_analysis_copula_starts(model, 2, 3)
+    for c in range(2):
+        for name in ("Lambda", "eta", "alpha", "prec"):
+            np.testing.assert_array_equal(ours[c][name], expected[c][name])
+        for name in ("delta", "phi"):
+            np.testing.assert_array_equal(ours[c][name], 1.0)
+    np.testing.assert_array_equal(given[0]["eta"], mine)
+    np.testing.assert_array_equal(given[1]["eta"], expected[1]["eta"])
 
 
 def test_the_warning_states_the_run_length_the_slowest_ess_rate_implies(monkeypatch):

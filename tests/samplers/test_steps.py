@@ -211,13 +211,13 @@ def test_pymc_sample_with_bs_steps_is_bs_sample():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         ours = bs.sample(model, draws=30, tune=30, chains=1, random_seed=7, progressbar=False)
-    from bayesynth.samplers.sampling import _dispersed_copula_starts
+    from bayesynth.samplers.sampling import _factor_analysis_copula_starts
 
-    start = _dispersed_copula_starts(model, 1, 7)[0]  # the chain's own start, from the seed
+    start = _factor_analysis_copula_starts(model, 1, 7)[0]  # the chain's start, from the seed
     plain = pm.sample(model=model, step=bs.steps(model), draws=30, tune=30, chains=1,
                       random_seed=7, progressbar=False, compute_convergence_checks=False,
                       initvals={"delta": np.ones(2), "phi": np.ones((model["phi"].eval().shape)),
-                                "prec": np.ones(model["prec"].eval().shape), **start})
+                                **start})
     # the same steps from the same start and seed: the same chain
     np.testing.assert_allclose(plain.posterior["C"].values, ours.posterior["C"].values)
     # and from PyMC's default start (the support points) it runs too
