@@ -854,6 +854,41 @@ FA_START_SHARE = 0.25
 FA_START_MIN_PER_COLUMN = 10
 
 
+def _fit_factor_analysis(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Fit scikit-learn's maximum-likelihood factor analysis to ``x`` through its covariance.
+
+    The likelihood reads the rows only through their mean and (population) covariance S, so
+    the fit is made on 2p rows ``sqrt(p) [R; -R]`` with ``R' R = S`` (mean zero, covariance
+    S), with the stopping tolerance scaled by 2p / m so that the iterations stop where
+    they would on the m rows: the same loadings and noise variances (to rounding), in
+    time independent of m (21 s -> 3.5 s at m = 1,000, p = 90, k = 46, both cores busy;
+    p^3 is still the cost).
+
+    Returns
+    -------
+    loadings : numpy.ndarray
+        p x k.
+    noise : numpy.ndarray
+        The p noise variances.
+    mean : numpy.ndarray
+        The p column means.
+    """
+    from sklearn.decomposition import FactorAnalysis
+    from sklearn.exceptions import ConvergenceWarning
+
+    m, p = x.shape
+    mean = x.mean(axis=0)
+    cov = np.cov(x, rowvar=False, bias=True).reshape(p, p)
+    w, v = np.linalg.eigh(cov)
+    half = (v * np.sqrt(np.maximum(w, 0.0))).T
+    rows = np.sqrt(p) * np.vstack([half, -half])
+    with warnings.catch_warnings():  # a start, not an estimate: its tolerance is enough
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fa = FactorAnalysis(n_components=k, svd_method="lapack",
+                            tol=1e-2 * 2 * p / m).fit(rows)
+    return fa.components_.T.copy(), fa.noise_variance_.copy(), mean
+
+
 def _factor_analysis_copula_starts(model: pm.Model, chains: int, random_seed: Any
                                    ) -> list[dict[str, np.ndarray]]:
     """Each chain's start at a factor analysis of its own subsample of the starting latent data.
@@ -891,8 +926,6 @@ def _factor_analysis_copula_starts(model: pm.Model, chains: int, random_seed: An
     """
     from scipy.special import ndtri
     from scipy.stats import ortho_group
-    from sklearn.decomposition import FactorAnalysis
-    from sklearn.exceptions import ConvergenceWarning
 
     from bayesynth.samplers.steps import copula_structure
 
@@ -923,14 +956,12 @@ def _factor_analysis_copula_starts(model: pm.Model, chains: int, random_seed: An
     for c in range(chains):
         rng = np.random.default_rng([*seq, 611953, c])
         rows = np.sort(rng.choice(n, size=m, replace=True))
-        with warnings.catch_warnings():  # a start, not an estimate: its tolerance is enough
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            fa = FactorAnalysis(n_components=k, svd_method="lapack").fit(z0[rows])
-        psi = np.maximum(fa.noise_variance_, floor)
+        loadings, noise, centre = _fit_factor_analysis(z0[rows], k)
+        psi = np.maximum(noise, floor)
         scale = np.where(free, 1.0, 1.0 / np.sqrt(psi))
         rot = (ortho_group.rvs(k, random_state=rng) if k > 1
                else rng.choice([-1.0, 1.0], size=(1, 1)))
-        Lam = (fa.components_.T * scale[:, None]) @ rot
+        Lam = (loadings * scale[:, None]) @ rot
         sd = np.where(free, np.sqrt(psi), 1.0)
         # a level column's intercept from its level's share f among the records it constrains
         # (z0 = +-0.5 there, 0 where missing): a probit with latent variance sd^2 + |Lam|^2
@@ -942,9 +973,9 @@ def _factor_analysis_copula_starts(model: pm.Model, chains: int, random_seed: An
         alpha_full[levels] = ndtri(f) * np.sqrt(sd[levels] ** 2 + np.sum(Lam[levels] ** 2, 1))
         # the scores' conditional given the fit, in the fit's own units (it does not depend
         # on a column's scale): N(P^-1 L' Psi^-1 (z - mean), P^-1), then rotated as Lam is
-        w = fa.components_.T / psi[:, None]
-        chol = np.linalg.cholesky(np.eye(k) + fa.components_ @ w)
-        mean = np.linalg.solve(chol.T, np.linalg.solve(chol, ((z0 - fa.mean_) @ w).T))
+        w = loadings / psi[:, None]
+        chol = np.linalg.cholesky(np.eye(k) + loadings.T @ w)
+        mean = np.linalg.solve(chol.T, np.linalg.solve(chol, ((z0 - centre) @ w).T))
         noise = np.linalg.solve(chol.T, rng.standard_normal((k, n)))
         draw = {"Lambda": Lam, "eta": (mean + noise).T @ rot}
         if "alpha" in names and model.rvs_to_transforms.get(model["alpha"]) is None:

@@ -86,6 +86,23 @@ def test_factor_analysis_start_recovers_a_known_factor_structure():
         assert np.max(np.abs(cross - start["Lambda"][cont])) < 4 * np.sqrt(1 / m + 1 / N)
 
 
+def test_the_covariance_fit_is_the_fit_on_the_records():
+    """The factor analysis made through the covariance matrix gives what scikit-learn's own fit
+    on the records gives (the likelihood reads them only through mean and covariance)."""
+    from sklearn.decomposition import FactorAnalysis
+
+    from bayesynth.samplers.sampling import _fit_factor_analysis
+
+    x = np.asarray(_factor_table(4)[0].iloc[:700, :6]) * [1, 2, 3, 1, 1, 0.5] + 3.0
+    for k in (1, 2, 3):
+        loadings, noise, mean = _fit_factor_analysis(x, k)
+        fa = FactorAnalysis(n_components=k, svd_method="lapack").fit(x)
+        np.testing.assert_allclose(loadings @ loadings.T, fa.components_.T @ fa.components_,
+                                   atol=1e-9)
+        np.testing.assert_allclose(noise, fa.noise_variance_, rtol=1e-9)
+        np.testing.assert_allclose(mean, x.mean(axis=0))
+
+
 def test_factor_analysis_starts_differ_by_chain_and_repeat_by_seed():
     df, _ = _factor_table(1)
     model = _model(df)
