@@ -976,8 +976,8 @@ def _factor_analysis_copula_starts(model: pm.Model, chains: int, random_seed: An
         w = loadings / psi[:, None]
         chol = np.linalg.cholesky(np.eye(k) + loadings.T @ w)
         mean = np.linalg.solve(chol.T, np.linalg.solve(chol, ((z0 - centre) @ w).T))
-        noise = np.linalg.solve(chol.T, rng.standard_normal((k, n)))
-        draw = {"Lambda": Lam, "eta": (mean + noise).T @ rot}
+        spread = np.linalg.solve(chol.T, rng.standard_normal((k, n)))
+        draw = {"Lambda": Lam, "eta": (mean + spread).T @ rot}
         if "alpha" in names and model.rvs_to_transforms.get(model["alpha"]) is None:
             draw["alpha"] = alpha_full[levels]
         if "prec" in names:
