@@ -615,9 +615,10 @@ def sample(
 
     check_categorical_margins(categorical_margins)  # before sampling, not after
     if start_from not in ("factor_analysis", "prior"):
-        raise ValueError(f"start_from={start_from!r}: use 'factor_analysis' (each copula chain "
-                         "starts at a factor analysis of its own subsample) or 'prior' (at "
-                         "standard normal draws of the loadings, intercepts and scores).")
+        raise ValueError(f"start_from={start_from!r}: use 'factor_analysis' (each copula "
+                         "chain starts at a factor analysis of its own bootstrap resample) or "
+                         "'prior' (at standard normal draws of the loadings, intercepts and "
+                         "scores).")
     max_extensions = check_integer(max_extensions, "max_extensions", 0)
     check_integer(draws, "draws", 1)
     check_integer(tune, "tune", 0)
@@ -891,7 +892,7 @@ def _fit_factor_analysis(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray,
 
 def _factor_analysis_copula_starts(model: pm.Model, chains: int, random_seed: Any
                                    ) -> list[dict[str, np.ndarray]]:
-    """Each chain's start at a factor analysis of its own subsample of the starting latent data.
+    """Each chain's start at a factor analysis of its own resample of the starting latent data.
 
     The latent data start at the layout's point of the constraint set (normal scores of the
     ranks; +-0.5 level indicators, see :meth:`~bayesynth.models.layout.LatentLayout.initial_z`).
@@ -906,8 +907,8 @@ def _factor_analysis_copula_starts(model: pm.Model, chains: int, random_seed: An
     column's intercept puts its probit probability of a positive value at the level's share
     of the resample (``Phi^-1(f)`` times the latent column's standard deviation).
 
-    A model with the paper's level columns (``categorical_likelihood="rpl"``) starts from
-    :func:`_dispersed_copula_starts`, as does one with k >= p*: one level column of each
+    A model with k >= p* starts from :func:`_dispersed_copula_starts`, as does one with the
+    paper's level columns (``categorical_likelihood="rpl"``): one level column of each
     variable is positive in every record, so the level columns' starting values sum to a
     constant, and a factor analysis spends a factor on that collinearity (measured: start
     correlations of the other columns 0.38 off the truth).
@@ -927,6 +928,7 @@ def _factor_analysis_copula_starts(model: pm.Model, chains: int, random_seed: An
     from scipy.special import ndtri
     from scipy.stats import ortho_group
 
+    from bayesynth.samplers.kernels import draw_eta
     from bayesynth.samplers.steps import copula_structure
 
     names = [name for name in ("Lambda", "eta", "alpha", "prec") if name in model.named_vars
@@ -955,8 +957,8 @@ def _factor_analysis_copula_starts(model: pm.Model, chains: int, random_seed: An
     out = []
     for c in range(chains):
         rng = np.random.default_rng([*seq, 611953, c])
-        rows = np.sort(rng.choice(n, size=m, replace=True))
-        loadings, noise, centre = _fit_factor_analysis(z0[rows], k)
+        resample = z0[np.sort(rng.choice(n, size=m, replace=True))]
+        loadings, noise, centre = _fit_factor_analysis(resample, k)
         psi = np.maximum(noise, floor)
         scale = np.where(free, 1.0, 1.0 / np.sqrt(psi))
         rot = (ortho_group.rvs(k, random_state=rng) if k > 1
@@ -966,18 +968,15 @@ def _factor_analysis_copula_starts(model: pm.Model, chains: int, random_seed: An
         # a level column's intercept from its level's share f among the records it constrains
         # (z0 = +-0.5 there, 0 where missing): a probit with latent variance sd^2 + |Lam|^2
         # puts P(z > 0) at f
-        sub = z0[rows][:, levels]
+        sub = resample[:, levels]
         seen = np.maximum((sub != 0).sum(axis=0), 1)
         f = np.clip((sub > 0).sum(axis=0) / seen, 0.5 / seen, 1 - 0.5 / seen)
         alpha_full = np.zeros(p)
         alpha_full[levels] = ndtri(f) * np.sqrt(sd[levels] ** 2 + np.sum(Lam[levels] ** 2, 1))
         # the scores' conditional given the fit, in the fit's own units (it does not depend
-        # on a column's scale): N(P^-1 L' Psi^-1 (z - mean), P^-1), then rotated as Lam is
-        w = loadings / psi[:, None]
-        chol = np.linalg.cholesky(np.eye(k) + loadings.T @ w)
-        mean = np.linalg.solve(chol.T, np.linalg.solve(chol, ((z0 - centre) @ w).T))
-        spread = np.linalg.solve(chol.T, rng.standard_normal((k, n)))
-        draw = {"Lambda": Lam, "eta": (mean + spread).T @ rot}
+        # on a column's scale), then rotated as Lam is
+        eta = draw_eta(rng, z0, centre, loadings, 1.0 / psi) @ rot
+        draw = {"Lambda": Lam, "eta": eta}
         if "alpha" in names and model.rvs_to_transforms.get(model["alpha"]) is None:
             draw["alpha"] = alpha_full[levels]
         if "prec" in names:
