@@ -86,6 +86,28 @@ def test_factor_analysis_start_recovers_a_known_factor_structure():
         assert np.max(np.abs(cross - start["Lambda"][cont])) < 4 * np.sqrt(1 / m + 1 / N)
 
 
+def test_the_scores_are_centred_where_the_latent_data_are_not():
+    """The scores' conditional is ``E[eta | z] = B (z - mean)``: with three rare levels (shares
+    near 0.1) the utility columns' starting values (+-0.5) have means near -0.4, and the
+    scores must still average 0 over the records. Their mean is ``B (mean(z0) - centre)``
+    (the resample mean's error, covariance ``B Sigma B' / m <= I / m``) plus the noise's
+    (covariance at most ``I / N``), so each component lies within 4 sqrt(1/m + 1/N)."""
+    rng = np.random.default_rng(7)
+    eta = rng.standard_normal((N, 2))
+    resid = np.sqrt(1.0 - np.sum(LOADINGS ** 2, axis=1))
+    df = pd.DataFrame(eta @ LOADINGS.T + rng.standard_normal((N, 6)) * resid,
+                      columns=[f"x{j}" for j in range(6)])
+    u = -2.0 + 1.5 * np.c_[eta, eta.sum(axis=1) / np.sqrt(2)] + rng.standard_normal((N, 3))
+    code = np.where(u.max(axis=1) < 0, 0, 1 + u.argmax(axis=1))
+    df["group"] = pd.Categorical(np.array(["a", "b", "c", "d"])[code])
+    model = _model(df)
+    m = round(FA_START_SHARE * N)
+    utility_means = model.initial_point()["z"].mean(axis=0)[-3:]
+    assert np.all(utility_means < -0.3), utility_means  # the case the test is for
+    for start in _factor_analysis_copula_starts(model, 2, 0):
+        assert np.max(np.abs(start["eta"].mean(axis=0))) < 4 * np.sqrt(1 / m + 1 / N)
+
+
 def test_the_covariance_fit_is_the_fit_on_the_records():
     """The factor analysis made through the covariance matrix gives what scikit-learn's own fit
     on the records gives (the likelihood reads them only through mean and covariance)."""
