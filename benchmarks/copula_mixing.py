@@ -100,6 +100,9 @@ def main(argv=None) -> None:
     ap.add_argument("--schema", choices=("survey", "inferred"), default="survey",
                     help="sd2011: the statistician's schema of real_data.py (rules, derived "
                          "bmi, age groups from age) or the inferred one")
+    ap.add_argument("--exclude", default="",
+                    help="comma-separated data columns to leave out of the model (ablation; "
+                         "with the rules that name them), e.g. ymarr,mmarr")
     args = ap.parse_args(argv)
     if args.drop:
         import bayesynth.samplers.sampling as sampling_mod
@@ -129,6 +132,9 @@ def main(argv=None) -> None:
     if args.row_budget is not None:
         InterceptGibbs.row_budget = args.row_budget
     df = load(args.data, args.n)
+    exclude = [c.strip() for c in args.exclude.split(",") if c.strip()]
+    if set(exclude) - set(df.columns):
+        raise SystemExit(f"--exclude: no columns {sorted(set(exclude) - set(df.columns))}")
     if args.data == "sd2011" and args.schema == "survey":
         # The schema a survey statistician writes (benchmarks/real_data.py): age groups are a
         # function of age and bmi of height and weight, so CopulaSynthesizer leaves them out
@@ -138,9 +144,10 @@ def main(argv=None) -> None:
         from bayesynth.schema import modelled_schema
 
         _, full, _ = load_survey("sd2011")
-        schema = modelled_schema(df, full)
+        schema = modelled_schema(df, full, exclude=exclude)
         df = df[list(schema.names)]
     else:
+        df = df.drop(columns=exclude)
         schema = bs.infer_schema(df)
     model = bs.models.rank_probit_copula(df, schema, n_factors=args.n_factors,
                                          categorical_likelihood=args.likelihood)
