@@ -32,6 +32,7 @@ import _setup  # noqa: F401  (first: one BLAS thread, the repository on sys.path
 
 # isort: split
 import argparse
+import dataclasses
 import os
 import time
 import warnings
@@ -60,6 +61,23 @@ def load(name: str, n: int | None) -> pd.DataFrame:
     else:
         raise SystemExit(f"unknown data {name!r}")
     return df if n is None else df.sample(n=n, random_state=0).reset_index(drop=True)
+
+
+#: SD2011's answers with a natural order, lowest first (``--schema survey-ordered``): the
+#: survey schema leaves them unordered (strings), so each takes K - 1 utility columns.
+SD2011_ORDERS = {
+    "ls": ("TERRIBLE", "UNHAPPY", "MOSTLY DISSATISFIED", "MIXED", "MOSTLY SATISFIED",
+           "PLEASED", "DELIGHTED"),
+    "placesize": ("RURAL AREAS", "URBAN BELOW 20,000", "URBAN 20,000-100,000",
+                  "URBAN 100,000-200,000", "URBAN 200,000-500,000", "URBAN 500,000 AND OVER"),
+    "edu": ("PRIMARY/NO EDUCATION", "VOCATIONAL/GRAMMAR", "SECONDARY",
+            "POST-SECONDARY OR HIGHER"),
+    "trust": ("ONE CAN`T BE TOO CAREFUL", "IT`S DIFFICULT TO TELL",
+              "MOST PEOPLE CAN BE TRUSTED"),
+    "trustfam": ("NO", "NO OPINION", "YES"),
+    "trustneigh": ("NO", "NO OPINION", "YES"),
+    "englang": ("NONE", "PASSIVE", "ACTIVE"),
+}
 
 
 def main(argv=None) -> None:
@@ -97,9 +115,12 @@ def main(argv=None) -> None:
     ap.add_argument("--categorical-margins", choices=("data", "model", "both"), default="data",
                     help="judge with the margins calibrated to the data (as synthesis does by "
                          "default), with the draws' own, or both")
-    ap.add_argument("--schema", choices=("survey", "inferred"), default="survey",
+    ap.add_argument("--schema", choices=("survey", "survey-ordered", "inferred"),
+                    default="survey",
                     help="sd2011: the statistician's schema of real_data.py (rules, derived "
-                         "bmi, age groups from age) or the inferred one")
+                         "bmi, age groups from age), that schema with the ordered answers "
+                         "declared ordinal (SD2011_ORDERS) and modelled as ranks, or the "
+                         "inferred one")
     ap.add_argument("--exclude", default="",
                     help="comma-separated data columns to leave out of the model (ablation; "
                          "with the rules that name them), e.g. ymarr,mmarr")
@@ -135,7 +156,7 @@ def main(argv=None) -> None:
     exclude = [c.strip() for c in args.exclude.split(",") if c.strip()]
     if set(exclude) - set(df.columns):
         raise SystemExit(f"--exclude: no columns {sorted(set(exclude) - set(df.columns))}")
-    if args.data == "sd2011" and args.schema == "survey":
+    if args.data == "sd2011" and args.schema.startswith("survey"):
         # The schema a survey statistician writes (benchmarks/real_data.py): age groups are a
         # function of age and bmi of height and weight, so CopulaSynthesizer leaves them out
         # of the copula; the "not applicable" codes follow rules. As the synthesizer does.
@@ -144,13 +165,21 @@ def main(argv=None) -> None:
         from bayesynth.schema import modelled_schema
 
         _, full, _ = load_survey("sd2011")
+        if args.schema == "survey-ordered":
+            full = bs.Schema([dataclasses.replace(full[c], type="ordinal",
+                                                  levels=SD2011_ORDERS[c])
+                              if c in SD2011_ORDERS else full[c] for c in full],
+                             full.rules, full.suggested_rules)
         schema = modelled_schema(df, full, exclude=exclude)
         df = df[list(schema.names)]
     else:
         df = df.drop(columns=exclude)
         schema = bs.infer_schema(df)
-    model = bs.models.rank_probit_copula(df, schema, n_factors=args.n_factors,
-                                         categorical_likelihood=args.likelihood)
+    # declared orders are modelled as ranks from three levels up (the factory's default
+    # threshold, 10, models ordinal columns with fewer levels as unordered categorical)
+    model = bs.models.rank_probit_copula(
+        df, schema, n_factors=args.n_factors, categorical_likelihood=args.likelihood,
+        ordinal_threshold=3 if args.schema == "survey-ordered" else 10)
     k = int(model.dim_lengths["factor"].eval())
     p = int(model.dim_lengths["latent"].eval())
     print(f"{args.data}: n = {len(df)}, {df.shape[1]} columns, p* = {p}, k = {k}, "
