@@ -177,9 +177,9 @@ def main(argv=None) -> None:
         schema = bs.infer_schema(df)
     # declared orders are modelled as ranks from three levels up (the factory's default
     # threshold, 10, models ordinal columns with fewer levels as unordered categorical)
-    model = bs.models.rank_probit_copula(
-        df, schema, n_factors=args.n_factors, categorical_likelihood=args.likelihood,
-        ordinal_threshold=3 if args.schema == "survey-ordered" else 10)
+    ranks = {"ordinal_threshold": 3} if args.schema == "survey-ordered" else {}
+    model = bs.models.rank_probit_copula(df, schema, n_factors=args.n_factors,
+                                         categorical_likelihood=args.likelihood, **ranks)
     k = int(model.dim_lengths["factor"].eval())
     p = int(model.dim_lengths["latent"].eval())
     print(f"{args.data}: n = {len(df)}, {df.shape[1]} columns, p* = {p}, k = {k}, "

@@ -13,17 +13,24 @@ N = 4000
 LOADINGS = np.array([[0.8, 0.0], [0.7, 0.3], [0.6, -0.4], [0.0, 0.8], [0.2, 0.7], [-0.5, 0.5]])
 
 
-def _factor_table(seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
-    """Six Gaussian columns with two known factors, and a three-level variable loading on them."""
+def _factor_table(seed: int = 0, intercepts=(-0.4, -1.2), utility_loadings=((1.2, 0.0),
+                                                                         (0.0, 1.2))
+                  ) -> tuple[pd.DataFrame, np.ndarray]:
+    """Six Gaussian columns with two known factors, and a categorical variable loading on them.
+
+    The variable is a multinomial probit on the factors: level ``a`` has utility 0, and each
+    further level (``b``, ``c``, ...) the given intercept plus loadings times the factors,
+    plus a standard normal error. By default three levels.
+    """
     rng = np.random.default_rng(seed)
     eta = rng.standard_normal((N, 2))
     resid = np.sqrt(1.0 - np.sum(LOADINGS ** 2, axis=1))
     x = eta @ LOADINGS.T + rng.standard_normal((N, 6)) * resid
     df = pd.DataFrame(x, columns=[f"x{j}" for j in range(6)])
-    # a multinomial probit on the factors: utilities of b and c against a's 0
-    u = np.c_[-0.4 + 1.2 * eta[:, 0], -1.2 + 1.2 * eta[:, 1]] + rng.standard_normal((N, 2))
+    u = (np.asarray(intercepts) + eta @ np.asarray(utility_loadings).T
+         + rng.standard_normal((N, len(intercepts))))
     code = np.where(u.max(axis=1) < 0, 0, 1 + u.argmax(axis=1))
-    df["group"] = pd.Categorical(np.array(["a", "b", "c"])[code])
+    df["group"] = pd.Categorical(np.array(list("abcdefgh"))[code])
     return df, LOADINGS @ LOADINGS.T + np.diag(resid ** 2)
 
 
@@ -92,17 +99,15 @@ def test_the_scores_are_centred_where_the_latent_data_are_not():
     scores must still average 0 over the records. Their mean is ``B (mean(z0) - centre)``
     (the resample mean's error, covariance ``B Sigma B' / m <= I / m``) plus the noise's
     (covariance at most ``I / N``), so each component lies within 4 sqrt(1/m + 1/N)."""
-    rng = np.random.default_rng(7)
-    eta = rng.standard_normal((N, 2))
-    resid = np.sqrt(1.0 - np.sum(LOADINGS ** 2, axis=1))
-    df = pd.DataFrame(eta @ LOADINGS.T + rng.standard_normal((N, 6)) * resid,
-                      columns=[f"x{j}" for j in range(6)])
-    u = -2.0 + 1.5 * np.c_[eta, eta.sum(axis=1) / np.sqrt(2)] + rng.standard_normal((N, 3))
-    code = np.where(u.max(axis=1) < 0, 0, 1 + u.argmax(axis=1))
-    df["group"] = pd.Categorical(np.array(["a", "b", "c", "d"])[code])
+    r = 1.5 / np.sqrt(2)
+    df, _ = _factor_table(7, intercepts=(-2.0, -2.0, -2.0),
+                          utility_loadings=((1.5, 0.0), (0.0, 1.5), (r, r)))
     model = _model(df)
     m = round(FA_START_SHARE * N)
-    utility_means = model.initial_point()["z"].mean(axis=0)[-3:]
+    utilities = [j for j, name in enumerate(model.coords["latent"])
+                 if name.startswith("group[")]
+    assert len(utilities) == 3
+    utility_means = model.initial_point()["z"].mean(axis=0)[utilities]
     assert np.all(utility_means < -0.3), utility_means  # the case the test is for
     for start in _factor_analysis_copula_starts(model, 2, 0):
         assert np.max(np.abs(start["eta"].mean(axis=0))) < 4 * np.sqrt(1 / m + 1 / N)
