@@ -539,8 +539,16 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         r = real[[a, b]].corr(method="spearman").iloc[0, 1]
         s = synth[0][[a, b]].corr(method="spearman").iloc[0, 1]
         print(f"  {a:>9} ~ {b:<9}  {r:+.3f}  {s:+.3f}")
-    copies = _copied_continuous(real, synth[0], syn.schema_.of_type("continuous"))
-    print(f"continuous synthetic values equal to a real value: {copies:.2%}")
+    continuous = syn.schema_.of_type("continuous")
+    copies = _copied_continuous(real, synth[0], continuous)
+    # What chance gives at the data's precision: a second sample of the same population,
+    # never used for fitting (the simulator with another seed), compared the same way.
+    chance = _copied_continuous(real, simulate_child_health(n=args.n, random_seed=args.seed + 1),
+                                continuous)
+    print(f"continuous synthetic values equal to a real value: {copies:.2%} (values of an "
+          f"independent sample of the same population: {chance:.2%}; at two decimals values "
+          f"repeat by chance, and synthetic values lie between neighbouring real ones, "
+          f"see README 'Point masses and integers')")
     if args.output:
         out = Path(args.output)
         # with the schema, as synthesize writes: each column at its precision, whole

@@ -127,8 +127,7 @@ def test_atoms_reproduced_at_their_frequency(rng):
         assert abs(np.mean(y == a) - p) < 5 * se, a
     assert np.all(y == np.round(y))  # integer column: integers
     assert y.min() >= x.min() and y.max() <= x.max()
-    # the smooth part: values are not copies of the real non-atom values beyond chance,
-    # and its distribution follows the data
+    # the smooth part's distribution follows the data
     from scipy.stats import ks_2samp
 
     assert ks_2samp(x, y).statistic < 0.03
