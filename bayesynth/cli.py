@@ -546,8 +546,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     chance = _copied_continuous(real, simulate_child_health(n=args.n, random_seed=args.seed + 1),
                                 continuous)
     print(f"continuous synthetic values equal to a real value: {copies:.2%} (values of an "
-          f"independent sample of the same population: {chance:.2%}; at two decimals values "
-          f"repeat by chance, and synthetic values lie between neighbouring real ones, "
+          f"independent sample of the same population: {chance:.2%}; at the data's precision "
+          f"values repeat by chance, and synthetic values lie between neighbouring real ones, "
           f"see README 'Point masses and integers')")
     if args.output:
         out = Path(args.output)
@@ -607,6 +607,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _copied_continuous(real: pd.DataFrame, synth: pd.DataFrame, cols: Sequence[str]) -> float:
+    """Share of ``synth``'s values equal to a value of the same column in ``real``.
+
+    Averaged over ``cols`` (each column's share of its non-missing values); 0 without columns.
+    """
     if not cols:
         return 0.0
     hits = [np.isin(synth[c].dropna().to_numpy(), real[c].dropna().to_numpy()).mean()
