@@ -545,10 +545,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     # never used for fitting (the simulator with another seed), compared the same way.
     chance = _copied_continuous(real, simulate_child_health(n=args.n, random_seed=args.seed + 1),
                                 continuous)
-    print(f"continuous synthetic values equal to a real value: {copies:.2%} (values of an "
-          f"independent sample of the same population: {chance:.2%}; at the data's precision "
-          f"values repeat by chance, and synthetic values lie between neighbouring real ones, "
-          f"see README 'Point masses and integers')")
+    print(f"continuous synthetic values equal to a real value: {copies:.2%}\n"
+          f"  (values of an independent sample of the same population: {chance:.2%}; at the "
+          "data's precision values repeat by chance, and synthetic values are densest where "
+          "the real ones cluster: README, 'Point masses and integers')")
     if args.output:
         out = Path(args.output)
         # with the schema, as synthesize writes: each column at its precision, whole

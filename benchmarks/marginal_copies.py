@@ -5,14 +5,16 @@ data's precision values repeat by chance, so the share means something only besi
 second sample of the same population gives. This script measures both, per numeric column, on
 the demo's simulated table and on the real tables in ``../shared/data``:
 
-* the column's non-missing values (special codes left out, as the copula does) are split at
-  random into two halves, *train* and *holdout*;
+* the column's non-missing values (special codes and values fixed by a rule left out, as the
+  copula does) are split at random into two halves, *train* and *holdout*;
 * the copula's marginal (:func:`bayesynth.synthesis.marginals.fit_marginal`, with the column's
   schema: atoms, integers, decimals, significant digits) is fitted to *train*, and as many
   values as *train* has are drawn from it (uniform probabilities, as synthesis feeds it) and
   rounded as synthesis rounds them;
 * ``synthetic``: the share of the drawn values equal to a *train* value; ``holdout``: the share
-  of the *holdout* values equal to a *train* value; ``ratio``: synthetic / holdout.
+  of the *holdout* values equal to a *train* value; both averaged over ``--reps`` splits (20),
+  ``distinct`` the training halves' mean number of distinct values; ``ratio``: synthetic /
+  holdout.
 
 Only the marginal decides these shares: the copula changes which records the values go to, not
 their distribution. A ratio above 1 means synthetic values sit on real values more often than
@@ -22,16 +24,18 @@ heaping the real values have. Columns with at most 50 distinct values are left o
 synthetic values are real values by design (empirical distribution).
 
 ``--prototype`` prints instead a comparison on simulated columns (normal and lognormal, two
-decimals, n = 300 and 2,000, 20 replicates): for the current marginal and for a prototype
+decimals, n = 300 and 2,000, ``--reps`` replicates): for the current marginal and for a prototype
 that is not in the library (quantile nodes at the order statistics smoothed by a Gaussian
 window of ``k`` ranks, ``k`` = 0, 2, 5, 10), the Kolmogorov-Smirnov distance of 20,000 draws
 from the true distribution and the share of n rounded draws equal to a training value, beside
-a second sample's; and the share of draws each puts in the gap between two clusters of values
-(uniform on [0, 10] and [100, 110], 2,000 each).
+a second sample's (whose KS distance is that of its n values); and the share of draws each
+puts in the gap between two clusters of values (uniform on [0, 10] and [100, 110], 2,000
+each). k = 0 interpolates the sorted values, ties included: a tie is a cell of width 0, so it
+copies real values exactly.
 
 Usage::
 
-    python benchmarks/marginal_copies.py [--seed 1] [--demo-n 4000] [--prototype]
+    python benchmarks/marginal_copies.py [--seed 1] [--demo-n 4000] [--reps 20] [--prototype]
 """
 
 from __future__ import annotations
@@ -40,17 +44,19 @@ import _setup  # noqa: F401  (one BLAS thread, the checkout on the path)
 
 # isort: split
 import argparse
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
 from real_data import DATA, load
 
 from bayesynth.datasets import simulate_child_health
-from bayesynth.schema import infer_schema, round_values
+from bayesynth.rules import rule_mask
+from bayesynth.schema import Schema, infer_schema, round_values
 from bayesynth.synthesis.marginals import DiscreteMarginal, SmoothMarginal, fit_marginal
 
 
-def _tables(demo_n: int):
+def _tables(demo_n: int) -> Iterator[tuple[str, pd.DataFrame, Schema]]:
     """The demo table (``demo_n`` records, twice the demo's default n, so that each half is
     the demo's size) and the real tables with the schema a user would write
     (``real_data.load``)."""
@@ -78,8 +84,8 @@ def _prototype(rng: np.random.Generator, reps: int = 20) -> None:
 
     ks_values = (0, 2, 5, 10)
     laws = {"normal": stats.norm(50, 10), "lognormal": stats.lognorm(1.0, scale=np.exp(3.0))}
-    print("KS from the true law (20,000 draws) / share of n draws equal to a training value; "
-          "mean of 20 replicates")
+    print("KS distance from the true law (of 20,000 draws; the second sample's of its n values) "
+          f"/ share of n draws equal to a training value; mean of {reps} replicates")
     for name, law in laws.items():
         for n in (300, 2000):
             rows: dict[str, list[tuple[float, float]]] = {}
@@ -111,13 +117,16 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--demo-n", type=int, default=4000,
                     help="records of the simulated demo table, split in two (default 4000)")
+    ap.add_argument("--reps", type=int, default=20,
+                    help="random splits of each column, averaged (default 20)")
     ap.add_argument("--prototype", action="store_true",
                     help="compare the current marginal with a rank-window prototype instead")
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
     if args.prototype:
-        _prototype(rng)
+        _prototype(rng, args.reps)
         return
+    print(f"mean over {args.reps} random splits of each column into halves")
     print(f"{'table':7s} {'column':12s} {'type':10s} {'train':>6s} {'distinct':>8s} "
           f"{'synthetic':>9s} {'holdout':>8s} {'ratio':>6s}")
     for name, df, schema in _tables(args.demo_n):
@@ -125,21 +134,33 @@ def main() -> None:
             col = schema[c]
             if c in schema.derived:
                 continue  # computed from other columns, not drawn
-            x = pd.to_numeric(df[c], errors="coerce").dropna().to_numpy(float)
+            # as the copula fits the marginal: no missing values, no special codes, no value
+            # fixed by a rule
+            raw = pd.to_numeric(df[c], errors="coerce").to_numpy(float)
+            free = ~np.isnan(raw)
+            if schema.rules:
+                free &= ~rule_mask(df, schema.rules, c)
+            x = raw[free]
             x = x[~np.isin(x, list(col.special_codes or []))]
-            perm = rng.permutation(len(x))
-            train, holdout = x[perm[: len(x) // 2]], x[perm[len(x) // 2:]]
-            marginal = fit_marginal(train, continuous=True,
-                                    integer=bool(col.integer) or col.type == "count",
-                                    decimals=col.decimals)
-            if isinstance(marginal, DiscreteMarginal):
-                continue  # real values by design
-            drawn = round_values(marginal.ppf(rng.random(len(train))), col)
-            syn = np.isin(drawn, train).mean()
-            hold = np.isin(holdout, train).mean()
-            print(f"{name:7s} {c:12s} {col.type:10s} {len(train):6d} "
-                  f"{len(np.unique(train)):8d} {syn:9.3f} {hold:8.3f} "
-                  f"{syn / hold if hold else float('nan'):6.2f}")
+            syn, hold, distinct = [], [], []
+            for _ in range(args.reps):
+                perm = rng.permutation(len(x))
+                train, holdout = x[perm[: len(x) // 2]], x[perm[len(x) // 2:]]
+                marginal = fit_marginal(train, continuous=True,
+                                        integer=bool(col.integer) or col.type == "count",
+                                        decimals=col.decimals)
+                if isinstance(marginal, DiscreteMarginal):
+                    break  # real values by design
+                drawn = round_values(marginal.ppf(rng.random(len(train))), col)
+                syn.append(np.isin(drawn, train).mean())
+                hold.append(np.isin(holdout, train).mean())
+                distinct.append(len(np.unique(train)))
+            if not syn:
+                continue
+            s_mean, h_mean = float(np.mean(syn)), float(np.mean(hold))
+            print(f"{name:7s} {c:12s} {col.type:10s} {len(x) // 2:6d} "
+                  f"{np.mean(distinct):8.0f} {s_mean:9.3f} {h_mean:8.3f} "
+                  f"{s_mean / h_mean if h_mean else float('nan'):6.2f}")
 
 
 if __name__ == "__main__":
