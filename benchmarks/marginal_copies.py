@@ -14,19 +14,27 @@ the demo's simulated table and on the real tables in ``../shared/data``:
 * ``synthetic``: the share of the drawn values equal to a *train* value; ``holdout``: the share
   of the *holdout* values equal to a *train* value; both averaged over ``--reps`` splits (20),
   ``distinct`` the training halves' mean number of distinct values; ``ratio``: synthetic /
-  holdout.
+  holdout;
+* fidelity beside it: ``KS syn``, the Kolmogorov-Smirnov distance between the drawn values and
+  the *holdout* half, and ``KS train``, the same for the *train* half itself (what sampling
+  alone gives), both averaged over the splits.
 
-Only the marginal decides these shares: the copula changes which records the values go to, not
-their distribution. A ratio above 1 means synthetic values sit on real values more often than
-the population's would (they follow the training sample's own spacing, see the module
-docstring of :mod:`bayesynth.synthesis.marginals`); a ratio below 1 means the marginal smooths
-heaping the real values have. Columns with at most 50 distinct values are left out: their
-synthetic values are real values by design (empirical distribution).
+Each is measured twice from the same uniform draws: with the marginal as fitted (``groups``)
+and with nodes at the values themselves (``values``, ``group=1``), the marginal until
+2026-12-06. Only the marginal decides these shares: the copula changes which records the
+values go to, not their distribution. A ratio above 1 means synthetic values sit on real
+values more often than the population's would (they follow the training sample's own
+spacing, see the module docstring of :mod:`bayesynth.synthesis.marginals`); a ratio below 1
+means the marginal smooths heaping the real values have. Columns with at most 50 distinct
+values are left out: their synthetic values are real values by design (empirical
+distribution).
 
 ``--prototype`` prints instead a comparison on simulated columns (normal and lognormal, two
-decimals, n = 300 and 2,000, ``--reps`` replicates): for the current marginal and for a prototype
-that is not in the library (quantile nodes at the order statistics smoothed by a Gaussian
-window of ``k`` ranks, ``k`` = 0, 2, 5, 10), the Kolmogorov-Smirnov distance of 20,000 draws
+decimals, n = 300 and 2,000, ``--reps`` replicates): for the marginal as fitted (``groups``:
+nodes at means of ten values), with nodes at the values (``values``, ``group=1``, the marginal
+before 2026-12-06) and for an alternative that is not in the library (quantile nodes at the
+order statistics smoothed by a Gaussian window of ``k`` ranks, ``k`` = 0, 2, 5, 10), the
+Kolmogorov-Smirnov distance of 20,000 draws
 from the true distribution and the share of n rounded draws equal to a training value, beside
 a second sample's (whose KS distance is that of its n values); and the share of draws each
 puts in the gap between two clusters of values (uniform on [0, 10] and [100, 110], 2,000
@@ -49,6 +57,7 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 from real_data import DATA, load
+from scipy.stats import ks_2samp
 
 from bayesynth.datasets import simulate_child_health
 from bayesynth.rules import rule_mask
@@ -93,7 +102,8 @@ def _prototype(rng: np.random.Generator, reps: int = 20) -> None:
                 train = np.round(law.rvs(n, random_state=rng), 2)
                 second = np.round(law.rvs(n, random_state=rng), 2)
                 u = rng.random(20_000)
-                draws = {"current": SmoothMarginal.fit(train).ppf(u)}
+                draws = {"groups": SmoothMarginal.fit(train).ppf(u),
+                         "values": SmoothMarginal.fit(train, group=1).ppf(u)}
                 draws.update({f"k={k}": _rank_window_draws(train, u, k) for k in ks_values})
                 for key, y in draws.items():
                     rows.setdefault(key, []).append(
@@ -106,7 +116,8 @@ def _prototype(rng: np.random.Generator, reps: int = 20) -> None:
             print(f"{name:9s} n={n:4d}  " + "  ".join(cells))
     x = np.r_[rng.uniform(0, 10, 2000), rng.uniform(100, 110, 2000)]
     u = rng.random(400_000)
-    shares = {"current": SmoothMarginal.fit(x).ppf(u)}
+    shares = {"groups": SmoothMarginal.fit(x).ppf(u),
+              "values": SmoothMarginal.fit(x, group=1).ppf(u)}
     shares.update({f"k={k}": _rank_window_draws(x, u, k) for k in ks_values[1:]})
     print("share of draws in the gap (10, 100): " + ", ".join(
         f"{key} {np.mean((y > 10) & (y < 100)):.4f}" for key, y in shares.items()))
@@ -126,9 +137,13 @@ def main() -> None:
     if args.prototype:
         _prototype(rng, args.reps)
         return
-    print(f"mean over {args.reps} random splits of each column into halves")
+    print(f"mean over {args.reps} random splits of each column into halves; 'groups': the "
+          "marginal as fitted (nodes at means of ten values), 'values': nodes at the values "
+          "(group=1, before 2026-12-06)")
     print(f"{'table':7s} {'column':12s} {'type':10s} {'train':>6s} {'distinct':>8s} "
-          f"{'synthetic':>9s} {'holdout':>8s} {'ratio':>6s}")
+          f"{'holdout':>8s} {'synthetic':>17s} {'ratio':>13s} {'KS syn':>15s} {'KS train':>8s}")
+    print(f"{'':54s} {'groups':>8s} {'values':>8s} {'groups':>6s} {'values':>6s} "
+          f"{'groups':>7s} {'values':>7s}")
     for name, df, schema in _tables(args.demo_n):
         for c in schema.of_type("continuous") + schema.of_type("count"):
             col = schema[c]
@@ -142,25 +157,39 @@ def main() -> None:
                 free &= ~rule_mask(df, schema.rules, c)
             x = raw[free]
             x = x[~np.isin(x, list(col.special_codes or []))]
-            syn, hold, distinct = [], [], []
+            hold: list[float] = []
+            distinct: list[int] = []
+            ks_train: list[float] = []
+            syn: dict[int | None, list[float]] = {None: [], 1: []}
+            ks_syn: dict[int | None, list[float]] = {None: [], 1: []}
             for _ in range(args.reps):
                 perm = rng.permutation(len(x))
                 train, holdout = x[perm[: len(x) // 2]], x[perm[len(x) // 2:]]
-                marginal = fit_marginal(train, continuous=True,
-                                        integer=bool(col.integer) or col.type == "count",
-                                        decimals=col.decimals)
-                if isinstance(marginal, DiscreteMarginal):
-                    break  # real values by design
-                drawn = round_values(marginal.ppf(rng.random(len(train))), col)
-                syn.append(np.isin(drawn, train).mean())
-                hold.append(np.isin(holdout, train).mean())
-                distinct.append(len(np.unique(train)))
-            if not syn:
+                u = rng.random(len(train))
+                for group in syn:
+                    marginal = fit_marginal(train, continuous=True,
+                                            integer=bool(col.integer) or col.type == "count",
+                                            decimals=col.decimals, group=group)
+                    if isinstance(marginal, DiscreteMarginal):
+                        break  # real values by design
+                    drawn = round_values(marginal.ppf(u), col)
+                    syn[group].append(np.isin(drawn, train).mean())
+                    ks_syn[group].append(ks_2samp(drawn, holdout).statistic)
+                else:
+                    hold.append(np.isin(holdout, train).mean())
+                    distinct.append(len(np.unique(train)))
+                    ks_train.append(ks_2samp(train, holdout).statistic)
+                    continue
+                break
+            if not hold:
                 continue
-            s_mean, h_mean = float(np.mean(syn)), float(np.mean(hold))
+            h_mean = float(np.mean(hold))
+            s_mean = {g: float(np.mean(v)) for g, v in syn.items()}
+            ratio = {g: v / h_mean if h_mean else float("nan") for g, v in s_mean.items()}
             print(f"{name:7s} {c:12s} {col.type:10s} {len(x) // 2:6d} "
-                  f"{np.mean(distinct):8.0f} {s_mean:9.3f} {h_mean:8.3f} "
-                  f"{s_mean / h_mean if h_mean else float('nan'):6.2f}")
+                  f"{np.mean(distinct):8.0f} {h_mean:8.3f} {s_mean[None]:8.3f} {s_mean[1]:8.3f} "
+                  f"{ratio[None]:6.2f} {ratio[1]:6.2f} {np.mean(ks_syn[None]):7.4f} "
+                  f"{np.mean(ks_syn[1]):7.4f} {np.mean(ks_train):8.4f}")
 
 
 if __name__ == "__main__":

@@ -50,7 +50,8 @@ import numpy as np
 from scipy.special import ndtri
 
 __all__ = ["DiscreteMarginal", "SmoothMarginal", "AtomMarginal", "fit_marginal",
-           "marginal_from_dict", "silverman_bandwidth", "normal_score_bandwidth", "ATOM_SHARE"]
+           "marginal_from_dict", "silverman_bandwidth", "normal_score_bandwidth",
+           "node_group_size", "ATOM_SHARE", "NODE_GROUP"]
 
 #: A value held by at least this share of a continuous column's records is an atom (a point
 #: mass reproduced exactly).
@@ -60,6 +61,10 @@ ATOM_SHARE = 0.01
 DISCRETE_VALUES = 50
 
 GRID_SIZE = 1024
+#: The quantile function of a smooth marginal runs through the means of groups of this many
+#: consecutive sorted values (fewer for short columns: :func:`node_group_size`), not through
+#: the values themselves.
+NODE_GROUP = 10
 
 
 @dataclass(frozen=True)
@@ -190,6 +195,44 @@ def normal_score_bandwidth(n: int) -> float:
     return 0.9 * max(int(n), 1) ** -0.2
 
 
+def node_group_size(n: int) -> int:
+    """Sorted values averaged into each node of a smooth marginal: ``min(10, n // 30)``, at least 1.
+
+    Ten (:data:`NODE_GROUP`) from 300 values up, so that a column of n values keeps at least
+    30 nodes.
+
+    Parameters
+    ----------
+    n : int
+        Number of values.
+
+    Returns
+    -------
+    int
+    """
+    return int(max(1, min(NODE_GROUP, int(n) // 30)))
+
+
+def _node_means(xs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Means of consecutive groups of about ``k`` sorted values, and the groups' mid-ranks.
+
+    The n values are cut into ``n // k`` groups of k or k + 1 consecutive values (sizes as
+    even as the division allows); each group gives its mean and the normal score of its
+    middle, ``Phi^-1((start + end) / 2n)``. A group of one tied value gives that value
+    exactly, and consecutive groups of the same value give one node at the middle of their
+    scores, so that a value tied across groups sits at its mid-rank, as without groups.
+    """
+    n = len(xs)
+    edges = np.round(np.linspace(0, n, max(n // k, 1) + 1)).astype(np.int64)
+    lo, hi = xs[edges[:-1]], xs[edges[1:] - 1]
+    means = np.where(lo == hi, lo, np.add.reduceat(xs, edges[:-1]) / np.diff(edges))
+    means = np.clip(np.maximum.accumulate(means), lo, hi)  # inside each group, rounding aside
+    p_mid = (edges[:-1] + edges[1:]) / (2.0 * n)
+    nodes, first = np.unique(means, return_index=True)  # means are sorted
+    last = np.r_[first[1:], len(means)] - 1
+    return ndtri(0.5 * (p_mid[first] + p_mid[last])), nodes
+
+
 @dataclass(frozen=True)
 class SmoothMarginal:
     """Kernel-smoothed CDF of a continuous column, restricted to its observed range.
@@ -213,7 +256,7 @@ class SmoothMarginal:
 
     @classmethod
     def fit(cls, x: np.ndarray, *, bandwidth: float | None = None,
-            integer: bool = False) -> SmoothMarginal:
+            integer: bool = False, group: int | None = None) -> SmoothMarginal:
         """Fit to the non-missing values ``x`` (smoothing in normal-score space).
 
         Parameters
@@ -225,23 +268,36 @@ class SmoothMarginal:
             :func:`normal_score_bandwidth` of the number of values.
         integer : bool
             Round values drawn from it.
+        group : int, optional
+            Sorted values averaged into each node of the quantile function; default
+            :func:`node_group_size` of the number of values. 1 runs it through the values
+            themselves (at their mid-ranks, ties once).
 
         Returns
         -------
         SmoothMarginal
         """
-        values, counts = np.unique(np.asarray(x, dtype=float), return_counts=True)
+        xs = np.sort(np.asarray(x, dtype=float))
+        values, counts = np.unique(xs, return_counts=True)
         n = int(counts.sum())
         h = float(bandwidth) if bandwidth is not None else normal_score_bandwidth(n)
         if len(values) < 2:  # one value: a point mass
             return cls(grid=np.repeat(values, 2), cdf=np.array([0.0, 1.0]), bandwidth=h,
                        integer=integer)
+        k = node_group_size(n) if group is None else int(group)
+        if k < 1:
+            raise ValueError(f"group must be at least 1, got {group}")
         t = ndtri((np.cumsum(counts) - 0.5 * counts) / n)  # mid-rank scores
-        tg = np.linspace(t[0], t[-1], 2 * GRID_SIZE)
+        # the quantile function's nodes: the values at their mid-ranks, or the groups' means
+        # at theirs; the table spans the nodes' scores (no flat ends, so no point masses)
+        t_node, v_node = (t, values) if k == 1 else _node_means(xs, k)
+        if v_node[-1] <= v_node[0]:  # fewer groups than distinct values can tell apart
+            t_node, v_node = t, values
+        tg = np.linspace(t_node[0], t_node[-1], 2 * GRID_SIZE)
         shrink = 1.0 / math.sqrt(1.0 + h * h)
         F = _smoothed_cdf(shrink * t, counts.astype(np.float64), tg, h)
         F = (F - F[0]) / (F[-1] - F[0])
-        grid = np.interp(tg, t, values)
+        grid = np.interp(tg, t_node, v_node)
         # Strictly increasing for interpolation (the kernel CDF is, up to rounding).
         F = np.maximum.accumulate(F)
         keep = np.concatenate([[True], (np.diff(F) > 0) & (np.diff(grid) > 0)])
@@ -410,7 +466,8 @@ class AtomMarginal:
 
 
 def fit_marginal(x: np.ndarray, *, continuous: bool, integer: bool = False,
-                 decimals: int | None = None, atom_share: float = ATOM_SHARE
+                 decimals: int | None = None, atom_share: float = ATOM_SHARE,
+                 group: int | None = None
                  ) -> DiscreteMarginal | SmoothMarginal | AtomMarginal:
     """Fit the marginal of an ordered column's (non-missing, non-code) values.
 
@@ -428,6 +485,9 @@ def fit_marginal(x: np.ndarray, *, continuous: bool, integer: bool = False,
     decimals : int, optional
         Decimal places kept.
     atom_share : float, default :data:`ATOM_SHARE`
+    group : int, optional
+        Values averaged into each node of the smooth part (:meth:`SmoothMarginal.fit`);
+        default :func:`node_group_size` of their number.
 
     Returns
     -------
@@ -440,9 +500,10 @@ def fit_marginal(x: np.ndarray, *, continuous: bool, integer: bool = False,
     is_atom = counts >= atom_share * len(x)
     rest = x[~np.isin(x, values[is_atom])]
     if not is_atom.any():
-        return AtomMarginal(np.zeros(0), np.zeros(0), SmoothMarginal.fit(x, integer=integer),
+        return AtomMarginal(np.zeros(0), np.zeros(0),
+                            SmoothMarginal.fit(x, integer=integer, group=group),
                             integer, decimals)
-    smooth = (SmoothMarginal.fit(rest, integer=integer)
+    smooth = (SmoothMarginal.fit(rest, integer=integer, group=group)
               if len(np.unique(rest)) >= 2 else None)
     atoms, probs = values[is_atom], counts[is_atom] / len(x)
     if smooth is None:  # the rest is one or no value: make it an atom too
