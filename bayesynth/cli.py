@@ -547,8 +547,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                                 continuous)
     print(f"continuous synthetic values equal to a real value: {copies:.2%}\n"
           f"  (values of an independent sample of the same population: {chance:.2%}; at the "
-          "data's precision values repeat by chance, and synthetic values are densest where "
-          "the real ones cluster: README, 'Point masses and integers')")
+          "data's precision values repeat by chance: README, 'Point masses and integers')")
     if args.output:
         out = Path(args.output)
         # with the schema, as synthesize writes: each column at its precision, whole

@@ -12,26 +12,33 @@ The copula synthesizer maps latent normals back to the data scale with
   gets the score t_v = Phi^-1 of its mid-rank, the scores are smoothed with bandwidth h = 0.9
   n^-1/5 (Silverman's rule for a standard normal sample; centres shrunk by (1 + h^2)^-1/2,
   which leaves the smoothed scores' variance at 1 + h^4 / (1 + h^2), within 0.7% of 1 for n >=
-  300), truncated to the range of the scores, and mapped back by the piecewise-linear
-  interpolation of the values at their scores. The smoothed scores' law stays close to the
-  standard normal, so at each real value the CDF stays within about 2/n of its mid-rank plus
-  the table's linear interpolation over one grid cell (about 0.0014 whatever n; tested): the
-  marginal follows the sample's own empirical CDF at the table's resolution. Where the table
-  is finer than the real values' scores (n below about 700, and the tails), each gap between
-  neighbouring real values gets about 1/n of the probability whatever its width; near the
-  centre a cell spans about 3 real values at n = 2,000 and 30 at n = 20,000. So synthetic
-  values are densest where the sample happens to cluster: rounded to the data's precision,
-  they equal a real value more often than a second sample of the population would where the
-  values are not heaped (1.43 times on average over the demo's continuous columns with 2,000
-  values, 2.8 times with 300), and less often where real values heap below the atom share
-  (``benchmarks/marginal_copies.py``). (A single value-space bandwidth, Silverman's rule on
-  the values, biased the CDF of skewed columns by up to 0.058 in the sup norm on the shared
-  real tables (SD2011 income; CE income 0.04), and moved mass across gaps between clusters of
-  values.) The smoothed CDF is tabulated on a grid of 2048 points uniform in score and
-  inverted by linear interpolation. The grid's points are interpolated, but the interpolation
-  runs through the real values at their known scores, so the real values can be read back from
-  a saved marginal (a test reconstruction recovered 218 of 268 incomes to the cent, the top
-  outliers included): a saved model is as confidential as the data;
+  300), and mapped back by a piecewise-linear quantile function through *nodes*: the sorted
+  values are cut into groups of ten consecutive ones (fewer for columns of fewer than 300
+  values, :func:`node_group_size`), and each group's mean is a node at the group's mid-rank (a
+  value tied across whole groups is one node, at its mid-rank). The smoothed scores' law stays
+  close to the standard normal, so the CDF follows the empirical CDF to within the groups'
+  width: at each real value within 1.5 (k + 1) / n plus about 2/n plus the table's
+  interpolation over one grid cell (about 0.0014; tested). Why groups: with nodes at the
+  values themselves (``group=1``, the marginal until 2026-12-06) each gap between neighbouring
+  real values got about 1/n of the probability whatever its width, so synthetic values
+  followed the sample's own clustering, and rounded to the data's precision they equalled a
+  real value 1.43 times as often as a second sample of the population did on the demo's
+  continuous columns (2.76 times with 300 values). With groups of ten the ratio is 1.03 (1.18
+  with 300 values; 1.05-1.06 on simulated normal and lognormal columns), and the distance to a
+  held-out half is unchanged (``benchmarks/marginal_copies.py``). The cost: between two
+  clusters of values the quantile function bridges the gap over one group's probability, at
+  most (k + 1) / n, plus one grid cell (0.37% of the draws of a tested two-cluster column of
+  4,000 values, 0.14% with nodes at the values). (A single value-space bandwidth, Silverman's
+  rule on the values, biased the CDF of skewed columns by up to 0.058 in the sup norm on the
+  shared real tables (SD2011 income; CE income 0.04), and moved mass across gaps between
+  clusters of values.) The smoothed CDF is tabulated on a grid of 2048 points uniform in score
+  between the first and the last node, and inverted by linear interpolation. The table runs
+  through the nodes at their known scores, so the nodes can be read back from a saved marginal
+  (with nodes at the values, a test reconstruction recovered 218 of 268 incomes to the cent,
+  the top outliers included; with groups, the nodes are means of ten values, the largest the
+  mean of the ten largest, and a value comes back exactly only where it is tied across whole
+  groups). Atoms and discrete columns are stored at their real values: a saved model is as
+  confidential as the data;
 * a continuous column with point masses (a value held by at least 1% of the records: zeros,
   heaping at round numbers, top codes) gets an :class:`AtomMarginal`: the atoms at their exact
   values and frequencies, and the smooth CDF of the other values over their own range, so that
@@ -240,7 +247,8 @@ class SmoothMarginal:
     Attributes
     ----------
     grid : numpy.ndarray
-        Increasing abscissae from the minimum to the maximum observed value.
+        Increasing abscissae from the first node to the last (the means of the smallest and
+        of the largest group of values; the minimum and maximum with ``group=1``).
     cdf : numpy.ndarray
         Smoothed CDF on the grid, rescaled to run from 0 at the minimum to 1 at the maximum.
     bandwidth : float

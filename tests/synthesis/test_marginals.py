@@ -46,6 +46,9 @@ def test_smooth_cdf_close_to_ecdf_and_inside_range(rng):
     u = np.random.default_rng(1).random(20_000)
     y = m.ppf(u)
     assert y.min() >= x.min() and y.max() <= x.max()
+    # no point mass anywhere, the ends included (a table that ran on beyond the first and
+    # last node would be flat there): distinct uniforms give distinct values
+    assert len(np.unique(y)) == len(y)
     np.testing.assert_allclose(m.cdf_at(m.ppf(np.array([0.1, 0.5, 0.9]))), [0.1, 0.5, 0.9],
                                atol=1e-3)
 
@@ -82,12 +85,25 @@ def test_smoothing_in_normal_score_space_follows_a_skewed_ecdf(rng):
 
 def test_tied_values_sit_at_their_mid_rank(rng):
     # Heavy ties: the smoothed CDF at a tied value is the middle of its ECDF jump.
-    x = np.round(rng.lognormal(3.0, 0.3, size=3000))
+    n = 3000
+    x = np.round(rng.lognormal(3.0, 0.3, size=n))
     values, counts = np.unique(x, return_counts=True)
-    m = SmoothMarginal.fit(x)
-    mid = (np.cumsum(counts) - 0.5 * counts) / len(x)
+    mid = (np.cumsum(counts) - 0.5 * counts) / n
+    # without groups, every value is a node at its mid-rank
+    m1 = SmoothMarginal.fit(x, group=1)
     inner = slice(1, -1)  # the two end values sit on the range's bounds
-    assert np.max(np.abs(m.cdf_at(values)[inner] - mid[inner])) < _cdf_bound(x)
+    assert np.max(np.abs(m1.cdf_at(values)[inner] - mid[inner])) < _cdf_bound(x, group=1)
+    # with groups of k, a value whose run holds a whole group is one node, midway between
+    # the mid-ranks of its first and last whole groups: within (k + 1/2) / 2n of its own
+    # mid-rank (the runs' ends cut at most k values off a whole group on either side), plus
+    # the kernel's 2/n and one grid cell
+    m = SmoothMarginal.fit(x)
+    k = node_group_size(n)
+    whole = counts >= 2 * (k + 1)
+    assert whole.sum() >= 10
+    cell = 0.4 * 2 * abs(norm.ppf(0.5 / n)) / (2 * GRID_SIZE - 1)
+    bound = (k + 0.5) / (2 * n) + 2.0 / n + cell
+    assert np.max(np.abs(m.cdf_at(values[whole]) - mid[whole])) < bound
 
 
 def test_smoothing_moves_no_mass_across_a_gap(rng):
