@@ -55,6 +55,7 @@ environment (``make peers`` installs SDV 2.0.0 with PyTorch's CPU build into ``.
 Usage::
 
     python benchmarks/real_data.py [--datasets sd2011,ce] [--draws 1000] [--seed 1] [--m 5]
+                                   [--node-group 10]
     make peers && python benchmarks/real_data.py --synthesizers "copula,CART,SDV copula,CTGAN"
 """
 
@@ -279,10 +280,18 @@ def main(argv=None) -> None:
     ap.add_argument("--targets", default="",
                     help="BART targets of the copula per dataset, e.g. 'ce:Expenditure+Income' "
                          "(a second row, 'copula + BART', beside the plain copula's)")
+    ap.add_argument("--node-group", type=int, default=None,
+                    help="values averaged into each node of the copula's smooth marginals "
+                         "(default: the library's NODE_GROUP, 10; 1: nodes at the values, "
+                         "the marginal before 2026-12-06)")
     ap.add_argument("--sdv-python", default=str(PEERS),
                     help="an interpreter with SDV (default: .venv-peers from 'make peers'), "
                          "for the synthesizers 'SDV copula' and 'CTGAN'")
     args = ap.parse_args(argv)
+    if args.node_group is not None:
+        import bayesynth.synthesis.marginals as marginals
+
+        marginals.NODE_GROUP = args.node_group
     if not DATA.exists():
         raise SystemExit(f"{DATA} is absent: this benchmark needs the shared real data.")
     rows = []
