@@ -221,23 +221,31 @@ def node_group_size(n: int) -> int:
 
 
 def _node_means(xs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Means of consecutive groups of about ``k`` sorted values, and the groups' mid-ranks.
+    """Means of consecutive groups of about ``k`` sorted values, and the scores they sit at.
 
     The n values are cut into ``n // k`` groups of k or k + 1 consecutive values (sizes as
-    even as the division allows); each group gives its mean and the normal score of its
-    middle, ``Phi^-1((start + end) / 2n)``. A group of one tied value gives that value
-    exactly, and consecutive groups of the same value give one node at the middle of their
-    scores, so that a value tied across groups sits at its mid-rank, as without groups.
+    even as the division allows). Each group gives its mean, at the mean of its values' normal
+    scores ``Phi^-1((i - 1/2) / n)`` (where the values are a linear function of their scores,
+    as for normal data, the mean of the values is that function at the mean of the scores;
+    the score of the group's middle rank would put the mean of a tail group, which is pulled
+    outwards by its most extreme values, too far in). A group of one tied value gives that
+    value exactly, and consecutive groups of the same value give one node at the score of the
+    middle of their ranks, so that a value tied across groups sits at its mid-rank, as
+    without groups.
     """
     n = len(xs)
     edges = np.round(np.linspace(0, n, max(n // k, 1) + 1)).astype(np.int64)
+    sizes = np.diff(edges)
     lo, hi = xs[edges[:-1]], xs[edges[1:] - 1]
-    means = np.where(lo == hi, lo, np.add.reduceat(xs, edges[:-1]) / np.diff(edges))
+    tied = lo == hi
+    means = np.where(tied, lo, np.add.reduceat(xs, edges[:-1]) / sizes)
     means = np.clip(np.maximum.accumulate(means), lo, hi)  # inside each group, rounding aside
+    t_mean = np.add.reduceat(ndtri((np.arange(n) + 0.5) / n), edges[:-1]) / sizes
     p_mid = (edges[:-1] + edges[1:]) / (2.0 * n)
     nodes, first = np.unique(means, return_index=True)  # means are sorted
     last = np.r_[first[1:], len(means)] - 1
-    return ndtri(0.5 * (p_mid[first] + p_mid[last])), nodes
+    t_run = ndtri(0.5 * (p_mid[first] + p_mid[last]))
+    return np.where(tied[first], t_run, t_mean[first]), nodes
 
 
 @dataclass(frozen=True)
@@ -297,11 +305,18 @@ class SmoothMarginal:
             raise ValueError(f"group must be at least 1, got {group}")
         t = ndtri((np.cumsum(counts) - 0.5 * counts) / n)  # mid-rank scores
         # the quantile function's nodes: the values at their mid-ranks, or the groups' means
-        # at theirs; the table spans the nodes' scores (no flat ends, so no point masses)
+        # at theirs (one group, if group is at least half the values: the values again)
         t_node, v_node = (t, values) if k == 1 else _node_means(xs, k)
-        if v_node[-1] <= v_node[0]:  # fewer groups than distinct values can tell apart
+        if len(v_node) < 2:
             t_node, v_node = t, values
-        tg = np.linspace(t_node[0], t_node[-1], 2 * GRID_SIZE)
+        # the ends: the minimum and the maximum at their mid-ranks, as without groups (a
+        # group's mean is not the sample's extreme: stopping at the first and last node would
+        # cut about k / 2n of the probability off each tail)
+        if v_node[0] > values[0]:
+            t_node, v_node = np.r_[t[0], t_node], np.r_[values[0], v_node]
+        if v_node[-1] < values[-1]:
+            t_node, v_node = np.r_[t_node, t[-1]], np.r_[v_node, values[-1]]
+        tg = np.linspace(t[0], t[-1], 2 * GRID_SIZE)
         shrink = 1.0 / math.sqrt(1.0 + h * h)
         F = _smoothed_cdf(shrink * t, counts.astype(np.float64), tg, h)
         F = (F - F[0]) / (F[-1] - F[0])
