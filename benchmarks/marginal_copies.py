@@ -17,7 +17,8 @@ the demo's simulated table and on the real tables in ``../shared/data``:
   holdout;
 * fidelity beside it: ``KS syn``, the Kolmogorov-Smirnov distance between the drawn values and
   the *holdout* half, and ``KS train``, the same for the *train* half itself (what sampling
-  alone gives), both averaged over the splits.
+  alone gives), and ``sd ratio``, the drawn values' standard deviation over the *train*
+  half's (a marginal that cut the tails would show it), all averaged over the splits.
 
 Each is measured twice from the same uniform draws: with the marginal as fitted (``groups``)
 and with nodes at the values themselves (``values``, ``group=1``), the marginal until
@@ -141,9 +142,10 @@ def main() -> None:
           "marginal as fitted (nodes at means of ten values), 'values': nodes at the values "
           "(group=1, before 2026-12-06)")
     print(f"{'table':7s} {'column':12s} {'type':10s} {'train':>6s} {'distinct':>8s} "
-          f"{'holdout':>8s} {'synthetic':>17s} {'ratio':>13s} {'KS syn':>15s} {'KS train':>8s}")
+          f"{'holdout':>8s} {'synthetic':>17s} {'ratio':>13s} {'KS syn':>15s} {'KS train':>8s} "
+          f"{'sd ratio':>13s}")
     print(f"{'':54s} {'groups':>8s} {'values':>8s} {'groups':>6s} {'values':>6s} "
-          f"{'groups':>7s} {'values':>7s}")
+          f"{'groups':>7s} {'values':>7s} {'':8s} {'groups':>6s} {'values':>6s}")
     for name, df, schema in _tables(args.demo_n):
         for c in schema.of_type("continuous") + schema.of_type("count"):
             col = schema[c]
@@ -162,6 +164,7 @@ def main() -> None:
             ks_train: list[float] = []
             syn: dict[int | None, list[float]] = {None: [], 1: []}
             ks_syn: dict[int | None, list[float]] = {None: [], 1: []}
+            sd_syn: dict[int | None, list[float]] = {None: [], 1: []}
             for _ in range(args.reps):
                 perm = rng.permutation(len(x))
                 train, holdout = x[perm[: len(x) // 2]], x[perm[len(x) // 2:]]
@@ -175,6 +178,7 @@ def main() -> None:
                     drawn = round_values(marginal.ppf(u), col)
                     syn[group].append(np.isin(drawn, train).mean())
                     ks_syn[group].append(ks_2samp(drawn, holdout).statistic)
+                    sd_syn[group].append(drawn.std() / train.std())
                 else:
                     hold.append(np.isin(holdout, train).mean())
                     distinct.append(len(np.unique(train)))
@@ -189,7 +193,8 @@ def main() -> None:
             print(f"{name:7s} {c:12s} {col.type:10s} {len(x) // 2:6d} "
                   f"{np.mean(distinct):8.0f} {h_mean:8.3f} {s_mean[None]:8.3f} {s_mean[1]:8.3f} "
                   f"{ratio[None]:6.2f} {ratio[1]:6.2f} {np.mean(ks_syn[None]):7.4f} "
-                  f"{np.mean(ks_syn[1]):7.4f} {np.mean(ks_train):8.4f}")
+                  f"{np.mean(ks_syn[1]):7.4f} {np.mean(ks_train):8.4f} "
+                  f"{np.mean(sd_syn[None]):6.3f} {np.mean(sd_syn[1]):6.3f}")
 
 
 if __name__ == "__main__":

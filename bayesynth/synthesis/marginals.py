@@ -13,31 +13,36 @@ The copula synthesizer maps latent normals back to the data scale with
   n^-1/5 (Silverman's rule for a standard normal sample; centres shrunk by (1 + h^2)^-1/2,
   which leaves the smoothed scores' variance at 1 + h^4 / (1 + h^2), within 0.7% of 1 for n >=
   300), and mapped back by a piecewise-linear quantile function through *nodes*: the sorted
-  values are cut into groups of ten consecutive ones (fewer for columns of fewer than 300
-  values, :func:`node_group_size`), and each group's mean is a node at the group's mid-rank (a
-  value tied across whole groups is one node, at its mid-rank). The smoothed scores' law stays
-  close to the standard normal, so the CDF follows the empirical CDF to within the groups'
-  width: at each real value within 1.5 (k + 1) / n plus about 2/n plus the table's
-  interpolation over one grid cell (about 0.0014; tested). Why groups: with nodes at the
-  values themselves (``group=1``, the marginal until 2026-12-06) each gap between neighbouring
-  real values got about 1/n of the probability whatever its width, so synthetic values
-  followed the sample's own clustering, and rounded to the data's precision they equalled a
-  real value 1.43 times as often as a second sample of the population did on the demo's
-  continuous columns (2.76 times with 300 values). With groups of ten the ratio is 1.03 (1.18
-  with 300 values; 1.05-1.06 on simulated normal and lognormal columns), and the distance to a
-  held-out half is unchanged (``benchmarks/marginal_copies.py``). The cost: between two
-  clusters of values the quantile function bridges the gap over one group's probability, at
-  most (k + 1) / n, plus one grid cell (0.37% of the draws of a tested two-cluster column of
-  4,000 values, 0.14% with nodes at the values). (A single value-space bandwidth, Silverman's
-  rule on the values, biased the CDF of skewed columns by up to 0.058 in the sup norm on the
-  shared real tables (SD2011 income; CE income 0.04), and moved mass across gaps between
-  clusters of values.) The smoothed CDF is tabulated on a grid of 2048 points uniform in score
-  between the first and the last node, and inverted by linear interpolation. The table runs
-  through the nodes at their known scores, so the nodes can be read back from a saved marginal
-  (with nodes at the values, a test reconstruction recovered 218 of 268 incomes to the cent,
-  the top outliers included; with groups, the nodes are means of ten values, the largest the
-  mean of the ten largest, and a value comes back exactly only where it is tied across whole
-  groups). Atoms and discrete columns are stored at their real values: a saved model is as
+  values are cut into groups of k consecutive ones (k = 10 from 300 values up, fewer below, 1
+  below 60: :func:`node_group_size`), each group's mean is a node at the mean of its values'
+  normal scores, a value tied across whole groups is one node at its mid-rank, and the minimum
+  and the maximum are the end nodes at theirs. The smoothed scores' law stays close to the
+  standard normal, so the CDF follows the empirical CDF to within the groups' width: at each
+  real value within 1.5 (k + 1) / n plus about 2/n plus the table's interpolation over one
+  grid cell (about 0.0014; tested), with no systematic shift (tested). Why groups: with nodes
+  at the values themselves (``group=1``, the marginal until 2026-12-06) each gap between
+  neighbouring real values got about 1/n of the probability whatever its width, so synthetic
+  values followed the sample's own clustering, and rounded to the data's precision they
+  equalled a real value 1.43 times as often as a second sample of the population did on the
+  demo's continuous columns (2.24 times with 600 values, 2.76 with 300). With groups the ratio
+  is 1.03 (1.03 with 600 values, 1.13 with 300; 1.00-1.06 on simulated normal columns,
+  1.06-1.22 on lognormal ones), with the same distance to a held-out half and the same spread
+  (``benchmarks/marginal_copies.py``). The costs: between two clusters of values the quantile
+  function bridges the gap over at most two groups' probability, 2 (k + 1) / n, plus a grid
+  cell on either side (0.44% of the draws of a tested two-cluster column of 4,000 values,
+  0.14% with nodes at the values); and in a strongly skewed tail of a short column a group's
+  mean is pulled out by its largest values (the 99th percentile of lognormal(0, 1) samples of
+  300 came out 12% above the sample's on average, 2% with nodes at the values, and 0.3% above
+  at 2,000; 1.006 and 1.000 times the data's on SD2011's and CE's incomes). (A single
+  value-space bandwidth, Silverman's rule on the values, biased the CDF of skewed columns by
+  up to 0.058 in the sup norm on the shared real tables (SD2011 income; CE income 0.04), and
+  moved mass across gaps between clusters of values.) The smoothed CDF is tabulated on a grid
+  of 2048 points uniform in score and inverted by linear interpolation. The table runs through
+  the nodes at their known scores, so the nodes can be read back from a saved marginal: the
+  minimum and the maximum, the groups' means (means of fewer values in columns shorter than
+  300, the values themselves below 60), and values tied across whole groups (with nodes at the
+  values, a test reconstruction recovered 218 of 268 incomes to the cent, the top outliers
+  included). Atoms and discrete columns are stored at their real values: a saved model is as
   confidential as the data;
 * a continuous column with point masses (a value held by at least 1% of the records: zeros,
   heaping at round numbers, top codes) gets an :class:`AtomMarginal`: the atoms at their exact
@@ -223,15 +228,16 @@ def node_group_size(n: int) -> int:
 def _node_means(xs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Means of consecutive groups of about ``k`` sorted values, and the scores they sit at.
 
-    The n values are cut into ``n // k`` groups of k or k + 1 consecutive values (sizes as
-    even as the division allows). Each group gives its mean, at the mean of its values' normal
-    scores ``Phi^-1((i - 1/2) / n)`` (where the values are a linear function of their scores,
-    as for normal data, the mean of the values is that function at the mean of the scores;
-    the score of the group's middle rank would put the mean of a tail group, which is pulled
-    outwards by its most extreme values, too far in). A group of one tied value gives that
-    value exactly, and consecutive groups of the same value give one node at the score of the
-    middle of their ranks, so that a value tied across groups sits at its mid-rank, as
-    without groups.
+    The n values are cut into ``n // k`` groups of consecutive values, their sizes as even as
+    the division allows (k or k + 1 for the default k). Each group gives its mean, at the mean
+    of its values' normal scores ``Phi^-1((i - 1/2) / n)`` (where the values are a linear
+    function of their scores, as for normal data, the mean of the values is that function at
+    the mean of the scores; the score of the group's middle rank is nearer the centre than
+    that, and would push the quantile function out in the tails, where a group's mean is
+    pulled out by its most extreme values). A group of one tied value gives that value
+    exactly, and consecutive groups of the same value give one node at the score of the middle
+    of their ranks, so that a value tied across groups sits at its mid-rank, as without
+    groups.
     """
     n = len(xs)
     edges = np.round(np.linspace(0, n, max(n // k, 1) + 1)).astype(np.int64)
@@ -255,8 +261,7 @@ class SmoothMarginal:
     Attributes
     ----------
     grid : numpy.ndarray
-        Increasing abscissae from the first node to the last (the means of the smallest and
-        of the largest group of values; the minimum and maximum with ``group=1``).
+        Increasing abscissae from the minimum to the maximum observed value.
     cdf : numpy.ndarray
         Smoothed CDF on the grid, rescaled to run from 0 at the minimum to 1 at the maximum.
     bandwidth : float
