@@ -15,22 +15,24 @@ The copula synthesizer maps latent normals back to the data scale with
   300), and mapped back by a piecewise-linear quantile function through *nodes*: the sorted
   values are cut into groups of k consecutive ones (k = 10 from 300 values up, fewer below, 1
   below 60: :func:`node_group_size`), each group's mean is a node at the mean of its values'
-  normal scores, a value tied across whole groups is one node at its mid-rank, and the minimum
-  and the maximum are the end nodes at theirs. The smoothed scores' law stays close to the
-  standard normal, so the CDF follows the empirical CDF to within the groups' width: at each
-  real value within 1.5 (k + 1) / n plus about 2/n plus the table's interpolation over one
-  grid cell (about 0.0014; tested), with no systematic shift (tested). Why groups: with nodes
-  at the values themselves (``group=1``, the marginal until 2026-12-06) each gap between
-  neighbouring real values got about 1/n of the probability whatever its width, so synthetic
-  values followed the sample's own clustering, and rounded to the data's precision they
-  equalled a real value 1.43 times as often as a second sample of the population did on the
-  demo's continuous columns (2.24 times with 600 values, 2.76 with 300). With groups the ratio
-  is 1.03 (1.03 with 600 values, 1.13 with 300; 1.00-1.06 on simulated normal columns,
-  1.06-1.22 on lognormal ones), with the same distance to a held-out half and the same spread
+  normal scores, a value tied across whole groups is one node, within k / 2n of its mid-rank,
+  and the minimum and the maximum are the end nodes at their own mid-ranks (a node not
+  strictly inside them gives way). The smoothed scores' law stays close to the standard
+  normal, so the CDF follows the empirical CDF to within the groups' width: at each real value
+  within 1.5 (k + 1) / n plus about 2/n plus the table's interpolation over one grid cell
+  (about 0.0014; tested), with no systematic shift (tested). Why groups: with nodes at the
+  values themselves (``group=1``, the marginal until 2026-12-06) each gap between neighbouring
+  real values got about 1/n of the probability whatever its width, so synthetic values
+  followed the sample's own clustering, and rounded to the data's precision they equalled a
+  real value 1.43 times as often as a second sample of the population did on the demo's
+  continuous columns (2.24 times with 600 values, 2.76 with 300). With groups the ratio is
+  1.03 (1.03 with 600 values, 1.13 with 300; 1.00-1.06 on simulated normal columns, 1.06-1.22
+  on lognormal ones), with the same distance to a held-out half and the same spread
   (``benchmarks/marginal_copies.py``). The costs: between two clusters of values the quantile
   function bridges the gap over at most two groups' probability, 2 (k + 1) / n, plus a grid
-  cell on either side (0.44% of the draws of a tested two-cluster column of 4,000 values,
-  0.14% with nodes at the values); and in a strongly skewed tail of a short column a group's
+  cell on either side (of a two-cluster column of 4,000 values, 0.44% of the draws where the
+  gap falls between groups and about 0.7% where it falls inside one, against 0.14% and about
+  0.3% with nodes at the values); and in a strongly skewed tail of a short column a group's
   mean is pulled out by its largest values (the 99th percentile of lognormal(0, 1) samples of
   300 came out 12% above the sample's on average, 2% with nodes at the values, and 0.3% above
   at 2,000; 1.006 and 1.000 times the data's on SD2011's and CE's incomes). (A single
@@ -236,8 +238,8 @@ def _node_means(xs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     that, and would push the quantile function out in the tails, where a group's mean is
     pulled out by its most extreme values). A group of one tied value gives that value
     exactly, and consecutive groups of the same value give one node at the score of the middle
-    of their ranks, so that a value tied across groups sits at its mid-rank, as without
-    groups.
+    of their ranks, so that a value tied across groups sits within k / 2n of its mid-rank (at
+    it without groups).
     """
     n = len(xs)
     edges = np.round(np.linspace(0, n, max(n // k, 1) + 1)).astype(np.int64)
@@ -310,17 +312,18 @@ class SmoothMarginal:
             raise ValueError(f"group must be at least 1, got {group}")
         t = ndtri((np.cumsum(counts) - 0.5 * counts) / n)  # mid-rank scores
         # the quantile function's nodes: the values at their mid-ranks, or the groups' means
-        # at theirs (one group, if group is at least half the values: the values again)
+        # at theirs (one group, if group is more than half the values: the values again)
         t_node, v_node = (t, values) if k == 1 else _node_means(xs, k)
         if len(v_node) < 2:
             t_node, v_node = t, values
-        # the ends: the minimum and the maximum at their mid-ranks, as without groups (a
+        # the ends: the minimum and the maximum at their own mid-ranks, as without groups (a
         # group's mean is not the sample's extreme: stopping at the first and last node would
-        # cut about k / 2n of the probability off each tail)
-        if v_node[0] > values[0]:
-            t_node, v_node = np.r_[t[0], t_node], np.r_[values[0], v_node]
-        if v_node[-1] < values[-1]:
-            t_node, v_node = np.r_[t_node, t[-1]], np.r_[v_node, values[-1]]
+        # cut about k / 2n of the probability off each tail); a node that is not strictly
+        # inside them (a tied extreme's run, a group mostly made of it) gives way to them
+        inner = ((v_node > values[0]) & (v_node < values[-1])
+                 & (t_node > t[0]) & (t_node < t[-1]))
+        t_node = np.r_[t[0], t_node[inner], t[-1]]
+        v_node = np.r_[values[0], v_node[inner], values[-1]]
         tg = np.linspace(t[0], t[-1], 2 * GRID_SIZE)
         shrink = 1.0 / math.sqrt(1.0 + h * h)
         F = _smoothed_cdf(shrink * t, counts.astype(np.float64), tg, h)
