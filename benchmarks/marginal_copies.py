@@ -169,22 +169,20 @@ def main() -> None:
                 perm = rng.permutation(len(x))
                 train, holdout = x[perm[: len(x) // 2]], x[perm[len(x) // 2:]]
                 u = rng.random(len(train))
-                for group in syn:
-                    marginal = fit_marginal(train, continuous=True,
-                                            integer=bool(col.integer) or col.type == "count",
-                                            decimals=col.decimals, group=group)
-                    if isinstance(marginal, DiscreteMarginal):
-                        break  # real values by design
+                marginals = {group: fit_marginal(train, continuous=True,
+                                                 integer=bool(col.integer) or col.type == "count",
+                                                 decimals=col.decimals, group=group)
+                             for group in syn}
+                if any(isinstance(m, DiscreteMarginal) for m in marginals.values()):
+                    break  # real values by design
+                for group, marginal in marginals.items():
                     drawn = round_values(marginal.ppf(u), col)
                     syn[group].append(np.isin(drawn, train).mean())
                     ks_syn[group].append(ks_2samp(drawn, holdout).statistic)
                     sd_syn[group].append(drawn.std() / train.std())
-                else:
-                    hold.append(np.isin(holdout, train).mean())
-                    distinct.append(len(np.unique(train)))
-                    ks_train.append(ks_2samp(train, holdout).statistic)
-                    continue
-                break
+                hold.append(np.isin(holdout, train).mean())
+                distinct.append(len(np.unique(train)))
+                ks_train.append(ks_2samp(train, holdout).statistic)
             if not hold:
                 continue
             h_mean = float(np.mean(hold))

@@ -54,6 +54,12 @@ def test_smooth_cdf_close_to_ecdf_and_inside_range(rng):
                                atol=1e-3)
 
 
+def _grid_cell(n):
+    """Most probability one cell of the table holds: the density of the scores (at most 0.4)
+    times the cell's width in score (the scores' range, 2 |Phi^-1(1 / 2n)|, over its cells)."""
+    return 0.4 * 2 * abs(norm.ppf(0.5 / n)) / (2 * GRID_SIZE - 1)
+
+
 def _cdf_bound(x, group=None):
     """Largest distance the normal-score smoothing may put between its CDF and the ECDF.
 
@@ -66,9 +72,8 @@ def _cdf_bound(x, group=None):
     """
     n = len(x)
     k = node_group_size(n) if group is None else group
-    t_range = 2 * abs(norm.ppf(0.5 / n))
     grouped = 1.5 * (k + 1) / n if k > 1 else 0.0
-    return 2.0 / n + grouped + 0.4 * t_range / (2 * GRID_SIZE - 1)
+    return 2.0 / n + grouped + _grid_cell(n)
 
 
 def test_smoothing_in_normal_score_space_follows_a_skewed_ecdf(rng):
@@ -102,7 +107,7 @@ def test_tied_values_sit_at_their_mid_rank(rng):
     k = node_group_size(n)
     whole = counts >= 2 * (k + 1)
     assert whole.sum() >= 10
-    cell = 0.4 * 2 * abs(norm.ppf(0.5 / n)) / (2 * GRID_SIZE - 1)
+    cell = _grid_cell(n)
     bound = (k + 0.5) / (2 * n) + 2.0 / n + cell
     assert np.max(np.abs(m.cdf_at(values[whole]) - mid[whole])) < bound
 
@@ -137,7 +142,7 @@ def test_smoothing_moves_little_mass_across_a_gap(rng):
     n_draw = 400_000
     y = m.ppf(rng.random(n_draw))
     n, k = len(x), node_group_size(len(x))
-    cell = 0.4 * 2 * abs(norm.ppf(0.5 / n)) / (2 * GRID_SIZE - 1)
+    cell = _grid_cell(n)
     most = 2 * (k + 1) / n + 2 * cell
     share = np.mean((y > 10.0) & (y < 100.0))
     assert share < most + 5 * np.sqrt(most / n_draw)
