@@ -63,6 +63,8 @@ import numba
 import numpy as np
 from scipy.special import ndtri
 
+from bayesynth.errors import check_integer
+
 __all__ = ["DiscreteMarginal", "SmoothMarginal", "AtomMarginal", "fit_marginal",
            "marginal_from_dict", "silverman_bandwidth", "normal_score_bandwidth",
            "node_group_size", "ATOM_SHARE", "NODE_GROUP"]
@@ -307,9 +309,7 @@ class SmoothMarginal:
         if len(values) < 2:  # one value: a point mass
             return cls(grid=np.repeat(values, 2), cdf=np.array([0.0, 1.0]), bandwidth=h,
                        integer=integer)
-        k = node_group_size(n) if group is None else int(group)
-        if k < 1:
-            raise ValueError(f"group must be at least 1, got {group}")
+        k = node_group_size(n) if group is None else check_integer(group, "group", 1)
         t = ndtri((np.cumsum(counts) - 0.5 * counts) / n)  # mid-rank scores
         # the quantile function's nodes: the values at their mid-ranks, or the groups' means
         # at theirs (one group, if group is more than half the values: the values again)

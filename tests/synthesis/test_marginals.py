@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from scipy.stats import norm
 
 from bayesynth.synthesis.marginals import (
@@ -263,3 +264,12 @@ def test_group_means_do_not_push_the_tails_out(rng):
         diff.append(np.quantile(y, 0.99) - np.quantile(x, 0.99))
     diff = np.asarray(diff)
     assert abs(diff.mean()) < 4 * diff.std(ddof=1) / np.sqrt(len(diff))
+
+
+def test_group_must_be_a_positive_integer(rng):
+    from bayesynth.errors import InvalidParameterError
+
+    x = rng.normal(size=100)
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(InvalidParameterError, match="group"):
+            SmoothMarginal.fit(x, group=bad)
