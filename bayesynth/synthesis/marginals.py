@@ -3,9 +3,11 @@
 The copula synthesizer maps latent normals back to the data scale with
 ``y = F_hat^-1(Phi(z / sd(z)))`` (Feldman & Kowal 2022, section 4.3):
 
-* binary and ordinal columns, and any column with at most 50 distinct values, use the
-  empirical CDF, whose inverse returns observed values only (:class:`DiscreteMarginal`);
-* count and continuous columns with more distinct values use a smoothed CDF (counts rounded to
+* binary and ordinal columns, any column with at most 50 distinct values, and any column
+  whose values fill at least half of its precision's grid over their range (ages in whole
+  years: :func:`grid_coverage`, see :func:`fit_marginal`) use the empirical CDF, whose
+  inverse returns observed values only (:class:`DiscreteMarginal`);
+* other count and continuous columns use a smoothed CDF (counts rounded to
   whole numbers) restricted to the observed range, so that synthetic values are not copies of
   real ones before rounding (:class:`SmoothMarginal`; after rounding to the data's precision,
   see below). The smoothing is a Gaussian kernel in normal-score space: each distinct value v
@@ -67,7 +69,8 @@ from bayesynth.errors import check_integer
 
 __all__ = ["DiscreteMarginal", "SmoothMarginal", "AtomMarginal", "fit_marginal",
            "marginal_from_dict", "silverman_bandwidth", "normal_score_bandwidth",
-           "node_group_size", "ATOM_SHARE", "NODE_GROUP"]
+           "node_group_size", "grid_coverage", "ATOM_SHARE", "NODE_GROUP", "DENSE_GRID",
+           "DISCRETE_VALUES"]
 
 #: A value held by at least this share of a continuous column's records is an atom (a point
 #: mass reproduced exactly).
@@ -75,6 +78,10 @@ ATOM_SHARE = 0.01
 #: A numeric column with at most this many distinct values (codes aside) gets its empirical
 #: distribution: only observed values come back.
 DISCRETE_VALUES = 50
+#: A numeric column whose distinct values fill at least this share of the points of its
+#: precision's grid over their range (whole numbers for integer columns, steps of 10^-d for
+#: d decimal places) also gets its empirical distribution: see :func:`grid_coverage`.
+DENSE_GRID = 0.5
 
 GRID_SIZE = 1024
 #: The quantile function of a smooth marginal runs through the means of groups of this many
@@ -496,16 +503,62 @@ class AtomMarginal:
                 "integer": self.integer, "decimals": self.decimals}
 
 
+def grid_coverage(values: np.ndarray, *, integer: bool = False,
+                  decimals: int | None = None) -> float:
+    """Share of the points of the values' precision grid over their range that are observed.
+
+    The grid is the whole numbers for an integer column and the multiples of ``10^-decimals``
+    otherwise; a column with neither has no grid (0 is returned). Ages in years, heights in
+    centimetres and hours a week fill 74-100% of their grids on the shared real tables;
+    incomes and expenditures fill at most 3%.
+
+    Parameters
+    ----------
+    values : numpy.ndarray
+        The distinct values.
+    integer : bool
+        Values are whole numbers.
+    decimals : int, optional
+        Decimal places kept (for a non-integer column).
+
+    Returns
+    -------
+    float
+        Distinct values over grid points from the minimum to the maximum (1 for one value).
+    """
+    values = np.unique(np.asarray(values, dtype=float))
+    if len(values) == 0:
+        return 0.0
+    if integer:
+        step = 1.0
+    elif decimals is not None:
+        step = 10.0 ** -int(decimals)
+    else:
+        return 0.0
+    points = round(float(values[-1] - values[0]) / step) + 1
+    return len(values) / points
+
+
 def fit_marginal(x: np.ndarray, *, continuous: bool, integer: bool = False,
                  decimals: int | None = None, atom_share: float = ATOM_SHARE,
                  group: int | None = None
                  ) -> DiscreteMarginal | SmoothMarginal | AtomMarginal:
     """Fit the marginal of an ordered column's (non-missing, non-code) values.
 
-    A column with at most :data:`DISCRETE_VALUES` distinct values, or any non-continuous
-    column, gets its empirical distribution (only observed values come back). A continuous
-    column gets the kernel-smoothed CDF, with its atoms (values held by at least ``atom_share``
-    of the records) kept as point masses.
+    A column with at most :data:`DISCRETE_VALUES` distinct values, any non-continuous column,
+    and a column whose values fill at least :data:`DENSE_GRID` of their precision's grid
+    (:func:`grid_coverage`: ages in years, heights in centimetres) get their empirical
+    distribution (only observed values come back). Any other column gets the kernel-smoothed
+    CDF, with its atoms (values held by at least ``atom_share`` of the records) kept as point
+    masses.
+
+    Why dense grids are discrete: rounded to the grid, almost every smooth draw would be an
+    observed value anyway, and the values that are not atoms lie between atoms, so the smooth
+    part's mass, spread over the gaps, rounded onto the atoms' values. On SD2011's age the
+    16-year-olds (0.44% of the records, below the atom share) came back at 0.003% and age 67
+    at 0.15% against 0.82%; the total variation between the drawn and the real distribution
+    was 0.013-0.066 on the eight such columns of adult, SD2011 and CE (weight 0.066), 0 up
+    to sampling error with the empirical distribution.
 
     Parameters
     ----------
@@ -526,7 +579,8 @@ def fit_marginal(x: np.ndarray, *, continuous: bool, integer: bool = False,
     """
     x = np.asarray(x, dtype=float)
     values, counts = np.unique(x, return_counts=True)
-    if not continuous or len(values) <= DISCRETE_VALUES:
+    if (not continuous or len(values) <= DISCRETE_VALUES
+            or grid_coverage(values, integer=integer, decimals=decimals) >= DENSE_GRID):
         return DiscreteMarginal.fit(x)
     is_atom = counts >= atom_share * len(x)
     rest = x[~np.isin(x, values[is_atom])]
