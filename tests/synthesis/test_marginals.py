@@ -320,6 +320,11 @@ def test_dense_integer_column_keeps_every_value_share(rng):
     incomes = np.round(rng.gamma(2.0, 800.0, 5000))
     assert grid_coverage(incomes, integer=True) < DENSE_GRID
     assert isinstance(fit_marginal(incomes, continuous=True, integer=True), AtomMarginal)
+    # so is a column that fills its grid with no atoms (temperatures to two decimals)
+    temps = np.round(rng.normal(20.0, 3.0, 20_000), 2)
+    assert grid_coverage(temps, decimals=2) >= DENSE_GRID
+    m = fit_marginal(temps, continuous=True, decimals=2)
+    assert isinstance(m, AtomMarginal) and len(m.atoms) == 0
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "sd2011.csv").exists(),
