@@ -4,12 +4,12 @@ A numeric column whose distinct values fill at least half of the whole numbers (
 its decimal places) over their range, and whose atoms (values held by at least 1% of the
 records) hold at least half of them, gets its empirical distribution
 (:data:`bayesynth.synthesis.marginals.DENSE_GRID`, 2026-12-06). Before, such columns (ages
-in years, heights, weights, hours a week, mostly atoms) got a smooth marginal with atoms, and the values
-below the atom share, lying between atoms, had their mass spread over the gaps and rounded
-onto the atoms. This script measures that, per numeric column with more than 50 distinct
-values that fill at least half of their grid, on the demo's simulated table and the real
-tables in ``../shared/data`` (total variation means nothing for the others, whose drawn
-values are mostly new ones):
+in years, heights, weights, hours a week, mostly atoms) got a smooth marginal with atoms,
+and the values below the atom share, lying between atoms, had their mass spread over the
+gaps and rounded onto the atoms. This script measures that, per numeric column with more
+than 50 distinct values that fill at least half of their grid, on the demo's simulated
+table and the real tables in ``../shared/data`` (total variation means nothing for the
+others, whose drawn values are mostly new ones):
 
 * ``cover``: :func:`~bayesynth.synthesis.marginals.grid_coverage` of the column (its values
   as the copula fits them: no missing values, special codes or values fixed by a rule), and
@@ -17,9 +17,9 @@ values are mostly new ones):
   both at 0.5 or more: the demo's temperatures fill their grid with no atoms and stay smooth);
 * the values are split at random into halves, *train* and *holdout*, ``--reps`` times (20);
   the marginal is fitted to *train* as the copula fits it now (``empirical`` for a dense
-  column with atoms) and with the smooth fit forced (``smooth``, the marginal until 2026-12-06), and as
-  many values as *train* has are drawn from each (the same uniform probabilities) and rounded
-  as synthesis rounds them;
+  column with atoms) and with the smooth fit forced (``smooth``, the marginal until
+  2026-12-06), and as many values as *train* has are drawn from each (the same uniform
+  probabilities) and rounded as synthesis rounds them;
 * ``TV train``: total variation between the drawn values' distribution and *train*'s (what
   the marginal changes; for ``empirical`` only sampling); ``TV hold``: the same against
   *holdout*, beside ``floor``, *train* against *holdout* (what a second sample gives); and
@@ -131,7 +131,8 @@ def main() -> None:
                         worst = f"{v[i]:g}: {pd_[i]:.4f} / {pt[i]:.4f}"
                 floor.append(_tv(train, holdout))
             m = {k: {s: float(np.mean(w)) for s, w in d.items()} for k, d in tv.items()}
-            print(f"{name:7s} {c:15s} {len(x) // 2:6d} {len(np.unique(x)):8d} {cover:6.2f} {atoms:6.2f} "
+            print(f"{name:7s} {c:15s} {len(x) // 2:6d} {len(np.unique(x)):8d} {cover:6.2f} "
+                  f"{atoms:6.2f} "
                   f"{m['empirical']['train']:9.3f} {m['smooth']['train']:7.3f} "
                   f"{m['empirical']['hold']:9.3f} {m['smooth']['hold']:7.3f} "
                   f"{np.mean(floor):6.3f}  {worst}")
