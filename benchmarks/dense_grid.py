@@ -1,30 +1,34 @@
-"""Columns that fill their precision's grid: empirical against smooth marginals (marginals alone).
+"""Columns whose non-atom values lie between their atoms: empirical against smooth marginals.
 
-A numeric column whose distinct values fill at least half of the whole numbers (or steps of
-its decimal places) over their range, and whose atoms (values held by at least 1% of the
-records) hold at least half of them, gets its empirical distribution
-(:data:`bayesynth.synthesis.marginals.DENSE_GRID`, 2026-12-06). Before, such columns (ages
-in years, heights, weights, hours a week, mostly atoms) got a smooth marginal with atoms,
-and the values below the atom share, lying between atoms, had their mass spread over the
-gaps and rounded onto the atoms. This script measures that, per numeric column with more
-than 50 distinct values that fill at least half of their grid, on the demo's simulated
-table and the real tables in ``../shared/data`` (total variation means nothing for the
-others, whose drawn values are mostly new ones):
+A numeric column gets its empirical distribution when the smooth part of its values that are
+not atoms (values held by at least 1% of the records) would put at least 2% of its draws on
+the atoms' values once rounded (:func:`bayesynth.synthesis.marginals.share_on_atoms`,
+``ON_ATOMS``, 2026-12-06). Before, such columns (ages in years, heights, weights, hours a
+week, test scores) got a smooth marginal with atoms, and the values below the atom share,
+lying between atoms, had their mass spread over the gaps and rounded onto the atoms. This
+script measures that on the demo's simulated table and the real tables in
+``../shared/data``, for every numeric column with more than 50 distinct values and at least
+one atom (their values as the copula fits them: no missing values, special codes or values
+fixed by a rule):
 
-* ``cover``: :func:`~bayesynth.synthesis.marginals.grid_coverage` of the column (its values
-  as the copula fits them: no missing values, special codes or values fixed by a rule), and
-  ``atoms``, the share of its records held by values of at least 1% of them (the rule needs
-  both at 0.5 or more: the demo's temperatures fill their grid with no atoms and stay smooth);
-* the values are split at random into halves, *train* and *holdout*, ``--reps`` times (20);
-  the marginal is fitted to *train* as the copula fits it now (``empirical`` for a dense
-  column with atoms) and with the smooth fit forced (``smooth``, the marginal until
-  2026-12-06), and as many values as *train* has are drawn from each (the same uniform
-  probabilities) and rounded as synthesis rounds them;
-* ``TV train``: total variation between the drawn values' distribution and *train*'s (what
-  the marginal changes; for ``empirical`` only sampling); ``TV hold``: the same against
-  *holdout*, beside ``floor``, *train* against *holdout* (what a second sample gives); and
-  ``worst value``: the value whose drawn share is furthest from its *train* share, with both
-  shares, for ``smooth``. All averaged over the splits (the worst value from the first).
+* ``atoms``: the share of the records held by atoms; ``on atoms``: the smooth part's share
+  on atoms (:func:`~bayesynth.synthesis.marginals.share_on_atoms`); ``now``: the marginal the
+  column gets (``empirical`` at 0.02 or more);
+* for the columns that now get ``empirical``, against the smooth fit forced (``smooth``,
+  the marginal until 2026-12-06):
+
+  * ``TV all``: total variation between the marginal fitted to the whole column (rounded as
+    synthesis rounds its draws, at 1,000,000 evenly spaced probabilities: exact to 1e-6, no
+    sampling error) and the column;
+  * ``1-record``: for the values held by one record, the mean chance that a synthetic
+    column of the same size holds the value (``1 - (1 - p)^n``, ``p`` its probability under
+    the marginal); 0.63 for the empirical distribution, as in a bootstrap;
+  * ``TV hold``: the column split at random into halves, *train* and *holdout*, ``--reps``
+    times (20); total variation between as many values drawn from the fit to *train* as it
+    has and *holdout*, beside ``floor``, *train* against *holdout* (what a second sample
+    gives), averaged over the splits;
+  * ``worst value``: the value whose probability under the smooth fit is furthest from its
+    share of the column, with both.
 
 Only the marginal decides these figures: the copula changes which records the values go to,
 not their distribution.
@@ -59,17 +63,22 @@ def _tv(a: np.ndarray, b: np.ndarray) -> float:
     return 0.5 * float(np.abs(pa - pb).sum())
 
 
-def _fit(train: np.ndarray, col, *, smooth: bool):
+def _fit(x: np.ndarray, col, *, smooth: bool):
     kw = dict(continuous=True, integer=bool(col.integer) or col.type == "count",
               decimals=col.decimals)
     if not smooth:
-        return marginals.fit_marginal(train, **kw)
-    saved = marginals.DENSE_GRID
-    marginals.DENSE_GRID = float("inf")  # the rule off: the marginal before 2026-12-06
+        return marginals.fit_marginal(x, **kw)
+    saved = marginals.ON_ATOMS
+    marginals.ON_ATOMS = float("inf")  # the rule off: the marginal before 2026-12-06
     try:
-        return marginals.fit_marginal(train, **kw)
+        return marginals.fit_marginal(x, **kw)
     finally:
-        marginals.DENSE_GRID = saved
+        marginals.ON_ATOMS = saved
+
+
+def _shares(a: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Share of ``a`` at each of the sorted values ``v`` (every value of ``a`` among them)."""
+    return np.bincount(np.searchsorted(v, a), minlength=len(v)) / len(a)
 
 
 def main() -> None:
@@ -85,12 +94,13 @@ def main() -> None:
             tables.append((name, *load(name)[:2]))
         else:
             print(f"{name}: skipped ({DATA / name}.csv not found)")
-    print(f"mean over {args.reps} random splits into halves; 'empirical': the marginal as "
-          "fitted now, 'smooth': the smooth fit forced (before 2026-12-06)")
-    print(f"{'table':7s} {'column':15s} {'train':>6s} {'distinct':>8s} {'cover':>6s} {'atoms':>6s} "
-          f"{'TV train':>17s} {'TV hold':>17s} {'floor':>6s}  worst value (smooth): "
-          "drawn / train share")
-    print(f"{'':53s} {'empirical':>9s} {'smooth':>7s} {'empirical':>9s} {'smooth':>7s}")
+    print(f"'empirical': the marginal as fitted now, 'smooth': the smooth fit forced (before "
+          f"2026-12-06); TV hold and floor: mean over {args.reps} random splits into halves")
+    print(f"{'table':7s} {'column':15s} {'n':>6s} {'distinct':>8s} {'atoms':>5s} "
+          f"{'on atoms':>8s} {'now':>9s} {'TV all':>16s} {'1-record':>16s} {'TV hold':>16s} "
+          f"{'floor':>6s}  worst value (smooth): probability / real share")
+    sub = "  ".join(f"{'empirical':>9s} {'smooth':>6s}" for _ in range(3))
+    print(f"{'':67s} {sub}")
     for name, df, schema in tables:
         schema = schema if schema is not None else infer_schema(df)
         for c in schema.of_type("continuous") + schema.of_type("count"):
@@ -103,38 +113,46 @@ def main() -> None:
                 free &= ~rule_mask(df, schema.rules, c)
             x = raw[free]
             x = x[~np.isin(x, list(col.special_codes or []))]
-            if len(np.unique(x)) <= marginals.DISCRETE_VALUES:
+            values, counts = np.unique(x, return_counts=True)
+            is_atom = counts >= marginals.ATOM_SHARE * len(x)
+            if len(values) <= marginals.DISCRETE_VALUES or not is_atom.any():
                 continue
-            cover = marginals.grid_coverage(x, integer=bool(col.integer) or col.type == "count",
-                                            decimals=col.decimals)
-            if cover < marginals.DENSE_GRID:
+            smooth_fit = _fit(x, col, smooth=True)
+            on = marginals.share_on_atoms(smooth_fit.smooth, values[is_atom],
+                                          decimals=col.decimals)
+            now = _fit(x, col, smooth=False)
+            kind_now = "empirical" if isinstance(now, marginals.DiscreteMarginal) else "smooth"
+            head = (f"{name:7s} {c:15s} {len(x):6d} {len(values):8d} "
+                    f"{counts[is_atom].sum() / len(x):5.2f} {on:8.3f} {kind_now:>9s}")
+            if kind_now == "smooth":
+                print(head)
                 continue
-            counts = np.unique(x, return_counts=True)[1]
-            atoms = counts[counts >= marginals.ATOM_SHARE * len(x)].sum() / len(x)
-            tv = {k: {"train": [], "hold": []} for k in ("empirical", "smooth")}
-            floor, worst = [], ""
-            for rep in range(args.reps):
+            tv_all, single, worst = {}, {}, ""
+            u = (np.arange(1_000_000) + 0.5) / 1_000_000  # quadrature, not sampling
+            for kind, m in (("empirical", now), ("smooth", smooth_fit)):
+                big = round_values(m.ppf(u), col)
+                v = np.union1d(big, values)
+                pb, px = _shares(big, v), _shares(x, v)
+                tv_all[kind] = 0.5 * float(np.abs(pb - px).sum())
+                once = np.isin(v, values[counts == 1])
+                single[kind] = (float(np.mean(1 - (1 - pb[once]) ** len(x))) if once.any()
+                                else float("nan"))
+                if kind == "smooth":
+                    i = int(np.argmax(np.abs(pb - px)))
+                    worst = f"{v[i]:g}: {pb[i]:.4f} / {px[i]:.4f}"
+            hold = {"empirical": [], "smooth": []}
+            floor = []
+            for _ in range(args.reps):
                 perm = rng.permutation(len(x))
                 train, holdout = x[perm[: len(x) // 2]], x[perm[len(x) // 2:]]
-                u = rng.random(len(train))
-                for kind in tv:
-                    drawn = round_values(_fit(train, col, smooth=kind == "smooth").ppf(u), col)
-                    tv[kind]["train"].append(_tv(drawn, train))
-                    tv[kind]["hold"].append(_tv(drawn, holdout))
-                    if kind == "smooth" and rep == 0:
-                        big = round_values(_fit(train, col, smooth=True).ppf(
-                            rng.random(200_000)), col)
-                        v = np.union1d(big, train)
-                        pd_ = np.bincount(np.searchsorted(v, big), minlength=len(v)) / len(big)
-                        pt = np.bincount(np.searchsorted(v, train), minlength=len(v)) / len(train)
-                        i = int(np.argmax(np.abs(pd_ - pt)))
-                        worst = f"{v[i]:g}: {pd_[i]:.4f} / {pt[i]:.4f}"
+                uu = rng.random(len(train))
+                for kind in hold:
+                    drawn = round_values(_fit(train, col, smooth=kind == "smooth").ppf(uu), col)
+                    hold[kind].append(_tv(drawn, holdout))
                 floor.append(_tv(train, holdout))
-            m = {k: {s: float(np.mean(w)) for s, w in d.items()} for k, d in tv.items()}
-            print(f"{name:7s} {c:15s} {len(x) // 2:6d} {len(np.unique(x)):8d} {cover:6.2f} "
-                  f"{atoms:6.2f} "
-                  f"{m['empirical']['train']:9.3f} {m['smooth']['train']:7.3f} "
-                  f"{m['empirical']['hold']:9.3f} {m['smooth']['hold']:7.3f} "
+            print(f"{head} {tv_all['empirical']:9.3f} {tv_all['smooth']:6.3f}  "
+                  f"{single['empirical']:9.2f} {single['smooth']:6.2f}  "
+                  f"{np.mean(hold['empirical']):9.3f} {np.mean(hold['smooth']):6.3f} "
                   f"{np.mean(floor):6.3f}  {worst}")
 
 

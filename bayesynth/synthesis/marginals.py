@@ -4,9 +4,9 @@ The copula synthesizer maps latent normals back to the data scale with
 ``y = F_hat^-1(Phi(z / sd(z)))`` (Feldman & Kowal 2022, section 4.3):
 
 * binary and ordinal columns, any column with at most 50 distinct values, and any column
-  that is mostly atoms on a dense grid (ages in whole years: at least half of the records
-  are atoms and the values fill at least half of their precision's grid over their range,
-  :func:`grid_coverage`; see :func:`fit_marginal`) use the empirical CDF, whose inverse
+  whose values that are not atoms lie between its atoms (ages in whole years: the smooth part
+  would put at least 2% of its draws on the atoms' values once rounded,
+  :func:`share_on_atoms`; see :func:`fit_marginal`) use the empirical CDF, whose inverse
   returns observed values only (:class:`DiscreteMarginal`);
 * other count and continuous columns use a smoothed CDF (counts rounded to
   whole numbers) restricted to the observed range, so that synthetic values are not copies of
@@ -70,7 +70,7 @@ from bayesynth.errors import check_integer
 
 __all__ = ["DiscreteMarginal", "SmoothMarginal", "AtomMarginal", "fit_marginal",
            "marginal_from_dict", "silverman_bandwidth", "normal_score_bandwidth",
-           "node_group_size", "grid_coverage", "ATOM_SHARE", "NODE_GROUP", "DENSE_GRID",
+           "node_group_size", "share_on_atoms", "ATOM_SHARE", "NODE_GROUP", "ON_ATOMS",
            "DISCRETE_VALUES"]
 
 #: A value held by at least this share of a continuous column's records is an atom (a point
@@ -79,11 +79,10 @@ ATOM_SHARE = 0.01
 #: A numeric column with at most this many distinct values (codes aside) gets its empirical
 #: distribution: only observed values come back.
 DISCRETE_VALUES = 50
-#: A numeric column whose distinct values fill at least this share of the points of its
-#: precision's grid over their range (whole numbers for integer columns, steps of 10^-d for
-#: d decimal places), and whose atoms hold at least half of its records, also gets its
-#: empirical distribution: see :func:`grid_coverage` and :func:`fit_marginal`.
-DENSE_GRID = 0.5
+#: A numeric column whose smooth part would put at least this share of its draws on the
+#: atoms' values once rounded gets its empirical distribution: see :func:`share_on_atoms` and
+#: :func:`fit_marginal`.
+ON_ATOMS = 0.02
 
 GRID_SIZE = 1024
 #: The quantile function of a smooth marginal runs through the means of groups of this many
@@ -505,40 +504,33 @@ class AtomMarginal:
                 "integer": self.integer, "decimals": self.decimals}
 
 
-def grid_coverage(values: np.ndarray, *, integer: bool = False,
-                  decimals: int | None = None) -> float:
-    """Share of the points of the values' precision grid over their range that are observed.
+def share_on_atoms(smooth: SmoothMarginal, atoms: np.ndarray, *,
+                   decimals: int | None = None) -> float:
+    """Share of a smooth part's draws that rounding puts on an atom's value.
 
-    The grid is the whole numbers for an integer column and the multiples of ``10^-decimals``
-    otherwise; a column with neither has no grid (0 is returned). Ages in years, heights in
-    centimetres and hours a week fill 74-100% of their grids on the shared real tables;
-    incomes and expenditures fill at most 3%.
+    Evaluated at 4,096 evenly spaced probabilities (a quadrature, no random draws), rounded as
+    :class:`AtomMarginal` rounds them (to whole numbers when ``smooth.integer``, else to
+    ``decimals`` places). Where it is large, the values that are not atoms lie between atoms
+    and the smooth part misplaces their mass (:func:`fit_marginal`).
 
     Parameters
     ----------
-    values : numpy.ndarray
-        The distinct values.
-    integer : bool
-        Values are whole numbers.
+    smooth : SmoothMarginal
+        The smooth part.
+    atoms : numpy.ndarray
+        The atoms' values.
     decimals : int, optional
         Decimal places kept (for a non-integer column).
 
     Returns
     -------
     float
-        Distinct values over grid points from the minimum to the maximum (1 for one value).
+        In [0, 1].
     """
-    values = np.unique(np.asarray(values, dtype=float))
-    if len(values) == 0:
-        return 0.0
-    if integer:
-        step = 1.0
-    elif decimals is not None:
-        step = 10.0 ** -int(decimals)
-    else:
-        return 0.0
-    points = round(float(values[-1] - values[0]) / step) + 1
-    return len(values) / points
+    y = smooth.ppf((np.arange(4096) + 0.5) / 4096)
+    if decimals is not None and not smooth.integer:
+        y = np.round(y, decimals)
+    return float(np.mean(np.isin(y, np.asarray(atoms, dtype=float))))
 
 
 def fit_marginal(x: np.ndarray, *, continuous: bool, integer: bool = False,
@@ -548,23 +540,29 @@ def fit_marginal(x: np.ndarray, *, continuous: bool, integer: bool = False,
     """Fit the marginal of an ordered column's (non-missing, non-code) values.
 
     A column with at most :data:`DISCRETE_VALUES` distinct values, any non-continuous column,
-    and a column that is mostly atoms on a dense grid get their empirical distribution (only
-    observed values come back). Any other column gets the kernel-smoothed CDF, with its atoms
-    (values held by at least ``atom_share`` of the records) kept as point masses.
+    and a column whose values that are not atoms lie between its atoms get their empirical
+    distribution (only observed values come back). Any other column gets the kernel-smoothed
+    CDF, with its atoms (values held by at least ``atom_share`` of the records) kept as point
+    masses.
 
-    *Mostly atoms on a dense grid*: the atoms hold at least half of the records and the
-    distinct values fill at least :data:`DENSE_GRID` of their precision's grid
-    (:func:`grid_coverage`): ages in years, heights and weights in whole units, hours a week,
-    test scores (62-95% atoms, 74-100% of the grid on the shared tables and the demo's
-    ``read``, ``math`` and ``bwtpctl``). There the values that are not atoms lie between
-    atoms, and a smooth part spread their mass over the gaps, where rounding put it on the
-    atoms' values: SD2011's 16-year-olds (0.44% of the records, below the atom share) came
-    back at 0.003% and its 67-year-olds at 0.15% against 0.82%, and the drawn distributions
-    of the eight such real columns were 0.013-0.066 from the real ones in total variation
-    (weight 0.066); with the empirical distribution, sampling error alone
-    (``benchmarks/dense_grid.py``). Rounded to such a grid almost every smooth draw was a real
-    value anyway. Continuous columns with no atoms stay smooth however densely their values
-    fill the grid (the demo's temperatures, two decimals, fill 83% of it at n = 20,000).
+    *Values between atoms*: the smooth part of the values that are not atoms would put at
+    least :data:`ON_ATOMS` (2%) of its draws on the atoms' values once rounded
+    (:func:`share_on_atoms`). Ages in years, heights and weights in whole units, hours a week
+    and test scores are often like this: most of their values are atoms and the rest fall in
+    the gaps between them, so a smooth part spread their mass over the gaps, and rounding put
+    it on the atoms (adult's ages are not: those below the atom share are the oldest, beyond
+    every atom; share 0.000). Fitted to all of SD2011's ages, the 16-year-olds (0.44% of the records,
+    below the atom share) came back at 0.003% of the draws and the 67-year-olds at 0.15%
+    against 0.82%; the smooth marginals of such columns were 0.012-0.066 from the data in
+    total variation (SD2011's weight 0.066, the demo's ``bwtpctl`` 0.125), against 0 for the
+    empirical distribution, and rounded to whole numbers almost every smooth draw was a real
+    value anyway (``benchmarks/dense_grid.py``). Their shares on atoms are 0.06-0.28 on the
+    shared tables and the demo; heaped incomes, a zero atom, a few atoms inside a long smooth
+    range and columns without atoms (the demo's temperatures at any n) give at most 0.007 and
+    stay smooth. The cost: a value held by one record appears in a synthetic column of the
+    same size with probability 0.63, as in a bootstrap, against 0.17-0.97 with the smooth part
+    (``1-record``: 0.17 for SD2011's ages, 0.45-0.54 for adult's ``fnlwgt``, SD2011's heights,
+    weights and years of marriage and CE's ages, 0.97 for adult's hours).
 
     Parameters
     ----------
@@ -588,9 +586,6 @@ def fit_marginal(x: np.ndarray, *, continuous: bool, integer: bool = False,
     if not continuous or len(values) <= DISCRETE_VALUES:
         return DiscreteMarginal.fit(x)
     is_atom = counts >= atom_share * len(x)
-    if (counts[is_atom].sum() >= 0.5 * len(x)
-            and grid_coverage(values, integer=integer, decimals=decimals) >= DENSE_GRID):
-        return DiscreteMarginal.fit(x)  # mostly atoms, the rest between them
     rest = x[~np.isin(x, values[is_atom])]
     if not is_atom.any():
         return AtomMarginal(np.zeros(0), np.zeros(0),
@@ -601,4 +596,6 @@ def fit_marginal(x: np.ndarray, *, continuous: bool, integer: bool = False,
     atoms, probs = values[is_atom], counts[is_atom] / len(x)
     if smooth is None:  # the rest is one or no value: make it an atom too
         return DiscreteMarginal.fit(x)
+    if share_on_atoms(smooth, atoms, decimals=decimals) >= ON_ATOMS:
+        return DiscreteMarginal.fit(x)  # the rest lies between the atoms
     return AtomMarginal(atoms, probs, smooth, integer, decimals)

@@ -7,15 +7,15 @@ import pytest
 from scipy.stats import norm
 
 from bayesynth.synthesis.marginals import (
-    DENSE_GRID,
     GRID_SIZE,
+    ON_ATOMS,
     AtomMarginal,
     DiscreteMarginal,
     SmoothMarginal,
     fit_marginal,
-    grid_coverage,
     marginal_from_dict,
     node_group_size,
+    share_on_atoms,
     silverman_bandwidth,
 )
 from tests.conftest import SHARED_DATA
@@ -278,12 +278,16 @@ def test_group_must_be_a_positive_integer(rng):
             SmoothMarginal.fit(x, group=bad)
 
 
-def test_grid_coverage():
-    assert grid_coverage(np.array([1.0, 2.0, 4.0, 4.0]), integer=True) == 0.75
-    assert grid_coverage(np.array([0.1, 0.2, 0.4]), decimals=1) == 0.75
-    assert grid_coverage(np.array([0.1, 0.2, 0.4]), decimals=2) == pytest.approx(3 / 31)
-    assert grid_coverage(np.array([0.1, 0.2, 0.4])) == 0.0  # no precision: no grid
-    assert grid_coverage(np.array([5.0]), integer=True) == 1.0
+def test_share_on_atoms_against_a_closed_form():
+    # uniform on [0, 10] rounded to whole numbers: 1/10 on each of 1..9, 1/20 on 0 and 10
+    flat = SmoothMarginal(grid=np.array([0.0, 10.0]), cdf=np.array([0.0, 1.0]),
+                          bandwidth=0.1, integer=True)
+    assert share_on_atoms(flat, np.array([3.0, 10.0])) == pytest.approx(0.15, abs=1e-3)
+    assert share_on_atoms(flat, np.array([2.5])) == 0.0  # off the grid
+    # to one decimal place: 1/10 on each of 0.1..0.9
+    tenth = SmoothMarginal(grid=np.array([0.0, 1.0]), cdf=np.array([0.0, 1.0]), bandwidth=0.1)
+    assert share_on_atoms(tenth, np.array([0.5]), decimals=1) == pytest.approx(0.1, abs=1e-3)
+    assert share_on_atoms(tenth, np.array([0.5])) == 0.0  # not rounded: never exactly 0.5
 
 
 def _ages(rng, n=5000):
@@ -304,25 +308,36 @@ def _share_z(x, y):
     return float(np.max(np.abs(q - p) / se))
 
 
-def test_dense_integer_column_keeps_every_value_share(rng):
-    """An integer column that fills its range (ages in years) gets its empirical distribution.
-    With a smooth part between atoms, the values that were not atoms (the youngest age, ages
-    over 66) came back at a fraction of their share and their mass landed on the atoms."""
+def test_values_between_atoms_keep_their_shares(rng):
+    """An integer column whose non-atom values lie between its atoms (ages in years) gets its
+    empirical distribution. With a smooth part between atoms, the values that were not atoms
+    (the youngest age, ages over 66) came back at a fraction of their share and their mass
+    landed on the atoms."""
     x = _ages(rng)
-    assert grid_coverage(x, integer=True) >= DENSE_GRID
+    v, k = np.unique(x, return_counts=True)
+    atoms = v[k >= 0.01 * len(x)]
+    rest = x[~np.isin(x, atoms)]
+    assert share_on_atoms(SmoothMarginal.fit(rest, integer=True), atoms) >= ON_ATOMS
     m = fit_marginal(x, continuous=True, integer=True)
     assert isinstance(m, DiscreteMarginal)
+    # a stray extreme value does not turn the rule off
+    assert isinstance(fit_marginal(np.r_[x, 500.0], continuous=True, integer=True),
+                      DiscreteMarginal)
     y = m.ppf(rng.random(100_000))
     assert set(np.unique(y)) <= set(np.unique(x))
     # every age at its share up to Monte Carlo error (about 80 values: |z| < 4.5)
     assert _share_z(x, y) < 4.5
-    # a sparse integer column (incomes in whole units) is still smoothed
+    # incomes in whole units, heaped at round hundreds (most records atoms), lie on a sparse
+    # grid: still smoothed between their atoms
     incomes = np.round(rng.gamma(2.0, 800.0, 5000))
-    assert grid_coverage(incomes, integer=True) < DENSE_GRID
-    assert isinstance(fit_marginal(incomes, continuous=True, integer=True), AtomMarginal)
-    # so is a column that fills its grid with no atoms (temperatures to two decimals)
+    heaped = np.where(rng.random(5000) < 0.7, np.round(incomes, -2), incomes)
+    m = fit_marginal(heaped, continuous=True, integer=True)
+    assert isinstance(m, AtomMarginal) and m.probs.sum() > 0.5
+    assert share_on_atoms(m.smooth, m.atoms) < ON_ATOMS
+    # so is a column that fills its grid with no atoms (temperatures to two decimals, most
+    # hundredths between 12 and 28 taken)
     temps = np.round(rng.normal(20.0, 3.0, 20_000), 2)
-    assert grid_coverage(temps, decimals=2) >= DENSE_GRID
+    assert len(np.unique(temps[np.abs(temps - 20) < 8])) > 0.5 * 1600
     m = fit_marginal(temps, continuous=True, decimals=2)
     assert isinstance(m, AtomMarginal) and len(m.atoms) == 0
 
