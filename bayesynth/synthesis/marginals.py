@@ -551,8 +551,8 @@ def fit_marginal(x: np.ndarray, *, continuous: bool, integer: bool = False,
     and test scores are often like this: most of their values are atoms and the rest fall in
     the gaps between them, so a smooth part spread their mass over the gaps, and rounding put
     it on the atoms (adult's ages are not: those below the atom share are the oldest, beyond
-    every atom; share 0.000). Fitted to all of SD2011's ages, the 16-year-olds (0.44% of the records,
-    below the atom share) came back at 0.003% of the draws and the 67-year-olds at 0.15%
+    every atom; share 0.000). Fitted to all of SD2011's ages, the 16-year-olds (0.44% of the
+    records, below the atom share) came back at 0.003% of the draws and the 67-year-olds at 0.15%
     against 0.82%; the smooth marginals of such columns were 0.012-0.066 from the data in
     total variation (SD2011's weight 0.066, the demo's ``bwtpctl`` 0.125), against 0 for the
     empirical distribution, and rounded to whole numbers almost every smooth draw was a real
