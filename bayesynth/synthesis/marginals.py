@@ -559,10 +559,16 @@ def fit_marginal(x: np.ndarray, *, continuous: bool, integer: bool = False,
     value anyway (``benchmarks/dense_grid.py``). Their shares on atoms are 0.06-0.28 on the
     shared tables and the demo; heaped incomes, a zero atom, a few atoms inside a long smooth
     range and columns without atoms (the demo's temperatures at any n) give at most 0.007 and
-    stay smooth. The cost: a value held by one record appears in a synthetic column of the
-    same size with probability 0.63, as in a bootstrap, against 0.17-0.97 with the smooth part
-    (``1-record``: 0.17 for SD2011's ages, 0.45-0.54 for adult's ``fnlwgt``, SD2011's heights,
-    weights and years of marriage and CE's ages, 0.97 for adult's hours).
+    stay smooth. The cost: drawn independently, a value held by one record appears in a
+    synthetic column of the same size with probability 0.63, as in a bootstrap, against
+    0.17-0.97 with the smooth part (``1-record``: 0.17 for SD2011's ages, 0.45-0.54 for adult's
+    ``fnlwgt``, SD2011's heights, weights and years of marriage and CE's ages, 0.97 for adult's
+    hours). Where the copula synthesizer reads a column off ranks (a column with missing
+    values, special codes or records a rule fixes: evenly spaced probabilities), every real
+    value comes back with its count scaled to the synthetic records that show a value, so a
+    synthetic table of the training table's size holds the training column's values exactly
+    (SD2011's heights and weights: total variation 0.001 from the training column, against
+    0.043 and 0.065 with the smooth part).
 
     Parameters
     ----------
