@@ -291,8 +291,9 @@ def test_share_on_atoms_against_a_closed_form():
 
 
 def _ages(rng, n=5000):
-    """Whole years 16-97 with SD2011's shape: 16 below the atom share, 17-66 above it, the
-    old ages below it again (so values that are not atoms lie on both sides of the atoms)."""
+    """Whole years 16-97 with SD2011's shape: 16 below the atom share, 17-66 above it (and a
+    few years past), the oldest ages below it again (so values that are not atoms lie on both
+    sides of the atoms)."""
     age = np.arange(16, 98)
     w = np.where(age < 67, 1.0, np.exp(-(age - 66) / 6.0))
     w[0] = 0.25
