@@ -46,21 +46,13 @@ import _setup  # noqa: F401  (one BLAS thread, the checkout on the path)
 import argparse
 
 import numpy as np
-import pandas as pd
+from marginal_copies import fitted_values
 from real_data import DATA, load
 
 import bayesynth.synthesis.marginals as marginals
 from bayesynth.datasets import simulate_child_health
-from bayesynth.rules import rule_mask
+from bayesynth.evaluation import tv_distance
 from bayesynth.schema import infer_schema, round_values
-
-
-def _tv(a: np.ndarray, b: np.ndarray) -> float:
-    """Total variation between the empirical distributions of two samples."""
-    v = np.union1d(a, b)
-    pa = np.bincount(np.searchsorted(v, a), minlength=len(v)) / len(a)
-    pb = np.bincount(np.searchsorted(v, b), minlength=len(v)) / len(b)
-    return 0.5 * float(np.abs(pa - pb).sum())
 
 
 def _fit(x: np.ndarray, col, *, smooth: bool):
@@ -107,12 +99,7 @@ def main() -> None:
             col = schema[c]
             if c in schema.derived:
                 continue
-            raw = pd.to_numeric(df[c], errors="coerce").to_numpy(float)
-            free = ~np.isnan(raw)
-            if schema.rules:
-                free &= ~rule_mask(df, schema.rules, c)
-            x = raw[free]
-            x = x[~np.isin(x, list(col.special_codes or []))]
+            x = fitted_values(df, schema, c)
             values, counts = np.unique(x, return_counts=True)
             is_atom = counts >= marginals.ATOM_SHARE * len(x)
             if len(values) <= marginals.DISCRETE_VALUES or not is_atom.any():
@@ -148,8 +135,8 @@ def main() -> None:
                 uu = rng.random(len(train))
                 for kind in hold:
                     drawn = round_values(_fit(train, col, smooth=kind == "smooth").ppf(uu), col)
-                    hold[kind].append(_tv(drawn, holdout))
-                floor.append(_tv(train, holdout))
+                    hold[kind].append(tv_distance(drawn, holdout))
+                floor.append(tv_distance(train, holdout))
             print(f"{head} {tv_all['empirical']:9.3f} {tv_all['smooth']:6.3f}  "
                   f"{single['empirical']:9.2f} {single['smooth']:6.2f}  "
                   f"{np.mean(hold['empirical']):9.3f} {np.mean(hold['smooth']):6.3f} "

@@ -66,6 +66,17 @@ from bayesynth.schema import Schema, infer_schema, round_values
 from bayesynth.synthesis.marginals import DiscreteMarginal, SmoothMarginal, fit_marginal
 
 
+def fitted_values(df: pd.DataFrame, schema: Schema, c: str) -> np.ndarray:
+    """The values of numeric column ``c`` the copula fits its marginal to: no missing values,
+    no special codes, no value fixed by a rule."""
+    raw = pd.to_numeric(df[c], errors="coerce").to_numpy(float)
+    free = ~np.isnan(raw)
+    if schema.rules:
+        free &= ~rule_mask(df, schema.rules, c)
+    x = raw[free]
+    return x[~np.isin(x, list(schema[c].special_codes or []))]
+
+
 def _tables(demo_n: int) -> Iterator[tuple[str, pd.DataFrame, Schema]]:
     """The demo table (``demo_n`` records, twice the demo's default n, so that each half is
     the demo's size) and the real tables with the schema a user would write
@@ -151,14 +162,7 @@ def main() -> None:
             col = schema[c]
             if c in schema.derived:
                 continue  # computed from other columns, not drawn
-            # as the copula fits the marginal: no missing values, no special codes, no value
-            # fixed by a rule
-            raw = pd.to_numeric(df[c], errors="coerce").to_numpy(float)
-            free = ~np.isnan(raw)
-            if schema.rules:
-                free &= ~rule_mask(df, schema.rules, c)
-            x = raw[free]
-            x = x[~np.isin(x, list(col.special_codes or []))]
+            x = fitted_values(df, schema, c)
             hold: list[float] = []
             distinct: list[int] = []
             ks_train: list[float] = []
