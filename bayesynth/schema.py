@@ -601,8 +601,32 @@ def round_values(x: np.ndarray, col: ColumnSchema) -> np.ndarray:
     if col.decimals is not None:
         return np.round(x, col.decimals)
     if col.digits is not None:
-        ok = np.flatnonzero(np.isfinite(x))
-        x[ok] = [float(f"{v:.{col.digits}g}") for v in x[ok].tolist()]
+        x = round_significant(x, col.digits)
+    return x
+
+
+def round_significant(x: np.ndarray, digits: int) -> np.ndarray:
+    """Round values to ``digits`` significant digits, as their decimal text is written.
+
+    Each value becomes the double nearest its ``digits``-significant-digit decimal form (what
+    reading that text back gives), so values rounded here compare equal to the real values
+    read from the same text.
+
+    Parameters
+    ----------
+    x : numpy.ndarray
+        Values (missing values stay missing).
+    digits : int
+        Significant digits, at least 1.
+
+    Returns
+    -------
+    numpy.ndarray
+        A new float array.
+    """
+    x = np.array(x, dtype=float)
+    ok = np.flatnonzero(np.isfinite(x))
+    x[ok] = [float(f"{v:.{int(digits)}g}") for v in x[ok].tolist()]
     return x
 
 

@@ -282,16 +282,13 @@ def main(argv=None) -> None:
                          "(a second row, 'copula + BART', beside the plain copula's)")
     ap.add_argument("--node-group", type=int, default=None,
                     help="values averaged into each node of the copula's smooth marginals "
-                         "(default: the library's NODE_GROUP, 10; 1: nodes at the values, "
-                         "the marginal before 2026-12-06)")
+                         "(CopulaSynthesizer's marginal_group; default node_group_size, 10 "
+                         "from 300 values up; 1: nodes at the values, the marginal before "
+                         "2026-12-06)")
     ap.add_argument("--sdv-python", default=str(PEERS),
                     help="an interpreter with SDV (default: .venv-peers from 'make peers'), "
                          "for the synthesizers 'SDV copula' and 'CTGAN'")
     args = ap.parse_args(argv)
-    if args.node_group is not None:
-        import bayesynth.synthesis.marginals as marginals
-
-        marginals.NODE_GROUP = args.node_group
     if not DATA.exists():
         raise SystemExit(f"{DATA} is absent: this benchmark needs the shared real data.")
     rows = []
@@ -302,10 +299,12 @@ def main(argv=None) -> None:
         makers = {
             "copula": lambda: CopulaSynthesizer(schema, draws=args.draws, tune=args.draws,
                                                 n_factors=args.n_factors,
+                                                marginal_group=args.node_group,
                                                 random_seed=args.seed, progressbar=False),
             "copula + BART": lambda: CopulaSynthesizer(
                 schema, draws=args.draws, tune=args.draws, n_factors=args.n_factors,
-                random_seed=args.seed, progressbar=False, targets=targets.get(name, [])),
+                random_seed=args.seed, progressbar=False, targets=targets.get(name, []),
+                marginal_group=args.node_group),
             "CART": lambda: CartSynthesizer(schema, random_seed=args.seed),
             "SDV copula": lambda: SdvPeer(schema, args.sdv_python, "gaussian_copula"),
             "CTGAN": lambda: SdvPeer(schema, args.sdv_python, "ctgan"),

@@ -49,6 +49,10 @@ from scipy import stats
 
 from bayesynth.errors import BayesynthError, InvalidParameterError
 
+#: R-hat above which :meth:`SBCResult.summary` counts a replicate as badly mixed (Vehtari et
+#: al. 2021's threshold, as :func:`bayesynth.sample`'s own check).
+RHAT_LIMIT = 1.01
+
 __all__ = [
     "simulation_based_calibration",
     "SBCResult",
@@ -105,8 +109,11 @@ class SBCResult:
         ``n_draws`` means autocorrelated draws, which bend the rank histogram into a U shape
         whatever the posterior: thin more.
     replicates : pandas.DataFrame
-        Per replicate: the sampler's seed, seconds, and divergences (when the sampler reports
-        them).
+        Per replicate: the sampler's seed, seconds, divergences (when the sampler reports
+        them) and ``max_rhat``, the largest rank-normalised R-hat of the quantities over the
+        kept draws (NaN with one chain). SBC judges the sampler over all replicates; these
+        columns show which replicates it mixed badly on, where a per-replicate warning would
+        not.
     n_rejected : int
         Simulated datasets the conditioning step rejected (see
         :func:`simulation_based_calibration`).
@@ -304,6 +311,10 @@ class SBCResult:
                 f"(thin {s.get('thin')}, tune {s.get('tune')}, chains {s.get('chains')}), "
                 f"{self.n_rejected} datasets rejected, "
                 f"{self.replicates['seconds'].sum():.1f} s sampling")
+        rhat = self.replicates.get("max_rhat")
+        if rhat is not None and rhat.notna().any():
+            head += (f", {int((rhat > RHAT_LIMIT).sum())} replicates with a quantity's R-hat "
+                     f"above {RHAT_LIMIT} (largest {rhat.max():.3f})")
         with pd.option_context("display.width", 160, "display.max_columns", 20):
             return head + "\n" + self.table(bins).round(4).to_string()
 
@@ -398,6 +409,9 @@ def _default_sampler(model, *, draws, tune, chains, random_seed, **kwargs):
     from bayesynth.samplers import sample
 
     kwargs.setdefault("progressbar", False)
+    # SBC judges the sampler over every replicate (ranks, ESS and R-hat per replicate are in
+    # the result); a warning per replicate would be noise, and its judgement costs time
+    kwargs.setdefault("check_convergence", False)
     return sample(model, draws=draws, tune=tune, chains=chains, random_seed=random_seed,
                   **kwargs)
 
@@ -645,7 +659,7 @@ def simulation_based_calibration(
                 "differently for this dataset; make condition reject such datasets.",
                 column="quantities")
         L = n_chain * n_draw
-        ranks, ess = {}, {}
+        ranks, ess, rhat = {}, {}, []
         for q in labels:
             x, t = q_post[q], float(q_true[q][0])
             below = int(np.sum(x < t))
@@ -653,9 +667,12 @@ def simulation_based_calibration(
             ranks[q] = below + (int(tie_rng.integers(0, ties + 1)) if ties else 0)
             chain_x = x.reshape(n_chain, n_draw)
             ess[q] = float(az.ess(chain_x)) if n_draw >= 4 and np.ptp(x) > 0 else np.nan
+            if n_chain >= 2 and n_draw >= 4 and np.ptp(x) > 0:
+                rhat.append(float(az.rhat(chain_x)))
         div = (int(idata.sample_stats["diverging"].sum()) if "sample_stats" in idata.groups()
                and "diverging" in idata.sample_stats else 0)
-        rows.append({"seed": seed, "seconds": seconds, "divergences": div, "L": L})
+        rows.append({"seed": seed, "seconds": seconds, "divergences": div,
+                     "max_rhat": max(rhat) if rhat else np.nan, "L": L})
         out["ranks"].append(ranks)
         out["truth"].append({q: float(q_true[q][0]) for q in labels})
         out["mean"].append({q: float(q_post[q].mean()) for q in labels})

@@ -372,6 +372,13 @@ class CopulaSynthesizer(Synthesizer):
     target_priors : mapping, optional
         Replacement priors of every target's BART rank regression by name (``"sigma"``; see
         :func:`bayesynth.models.bart_rank_regression`). Used by :meth:`fit` only.
+    marginal_group : int, optional
+        Values averaged into each node of a smooth marginal (the ordered columns' and the
+        targets'; ``group`` of :func:`bayesynth.synthesis.marginals.fit_marginal`). Default
+        :func:`~bayesynth.synthesis.marginals.node_group_size`: 10 consecutive sorted values
+        from 300 values up, so that no node sits at one record's value; 1 puts a node at every
+        distinct value (the smooth CDF then passes through the data's, and extremes come back
+        more often as they are; ``benchmarks/marginal_copies.py``).
 
     Attributes
     ----------
@@ -441,6 +448,7 @@ class CopulaSynthesizer(Synthesizer):
         max_target_draws: int = 200,
         pgbart_kwargs: dict[str, Any] | None = None,
         target_priors: Mapping[str, Any] | None = None,
+        marginal_group: int | None = None,
     ):
         self.schema = schema
         self.n_factors = n_factors
@@ -467,6 +475,7 @@ class CopulaSynthesizer(Synthesizer):
         self.max_target_draws = max_target_draws
         self.pgbart_kwargs = pgbart_kwargs
         self.target_priors = target_priors
+        self.marginal_group = marginal_group
 
     # ---------------------------------------------------------------------------------- fit
 
@@ -480,6 +489,8 @@ class CopulaSynthesizer(Synthesizer):
                 f"categorical_margins must be one of {CATEGORICAL_MARGINS}; got "
                 f"{self.categorical_margins!r}.", column="categorical_margins")
         check_integer(self.bart_m, "bart_m", 1)  # trees per BART target
+        if self.marginal_group is not None:
+            check_integer(self.marginal_group, "marginal_group", 1)
         if self.target_draw not in TARGET_DRAWS:
             raise InvalidParameterError(
                 f"target_draw must be one of {TARGET_DRAWS}; got {self.target_draw!r}.",
@@ -558,7 +569,8 @@ class CopulaSynthesizer(Synthesizer):
                 draws=self.bart_draws or self.draws, tune=self.bart_tune or self.tune,
                 chains=self.chains, random_seed=int(seeds[j + 1]),
                 max_draws=self.max_target_draws, progressbar=self.progressbar,
-                pgbart_kwargs=self.pgbart_kwargs, priors=self.target_priors)
+                pgbart_kwargs=self.pgbart_kwargs, priors=self.target_priors,
+                marginal_group=self.marginal_group)
             self.targets_.append(tm)
             self.target_idata_[t] = tid
         return self
@@ -588,8 +600,8 @@ class CopulaSynthesizer(Synthesizer):
             the copula.
         **params
             Synthesis settings of the constructor (``categorical``, ``max_tries``,
-            ``n_sweeps``, ``target_draw``, ``max_target_draws``); fitting settings are
-            ignored.
+            ``n_sweeps``, ``target_draw``, ``max_target_draws``, ``marginal_group``); fitting
+            settings are ignored.
 
         Returns
         -------
@@ -644,7 +656,8 @@ class CopulaSynthesizer(Synthesizer):
                 raise InvalidParameterError(
                     f"targets[{j}] must be a (model, idata) pair of a sampled "
                     f"bart_rank_regression; got {type(pair).__name__}.", column="targets")
-            tm = target_from_posterior(pair[0], pair[1], max_draws=obj.max_target_draws)
+            tm = target_from_posterior(pair[0], pair[1], max_draws=obj.max_target_draws,
+                                       marginal_group=obj.marginal_group)
             if tm.name in available:
                 raise IncompatibleModelError(
                     f"target '{tm.name}' is already synthesised by the copula (or an earlier "
@@ -703,7 +716,7 @@ class CopulaSynthesizer(Synthesizer):
                     keep = np.ones(len(x), dtype=bool)
                 self.marginals_[o.name] = fit_marginal(
                     x[keep], continuous=True, integer=bool(col.integer) or col.type == "count",
-                    decimals=col.decimals)
+                    decimals=col.decimals, digits=col.digits, group=self.marginal_group)
         # one-way level frequencies of the variables that show a level for every record
         self.level_margins_ = data_margins(layout)
         if self._blocks and self.categorical == "empirical":
@@ -893,6 +906,7 @@ class CopulaSynthesizer(Synthesizer):
                 "n_sweeps": self.n_sweeps,
                 "target_draw": self.target_draw,
                 "bart_m": self.bart_m,
+                "marginal_group": self.marginal_group,
             },
             "schema": self.schema_.to_dict(),
             "n_rows": self.n_rows_,
@@ -963,6 +977,7 @@ class CopulaSynthesizer(Synthesizer):
             random_seed=params["random_seed"],
             max_tries=params.get("max_tries", 2000),
             n_sweeps=params["n_sweeps"],
+            marginal_group=params.get("marginal_group"),
         )
         obj.idata_ = read_idata(path, "posterior.nc")
         obj.convergence_table_ = None

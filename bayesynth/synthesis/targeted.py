@@ -180,6 +180,7 @@ def fit_target(
     progressbar: bool = True,
     pgbart_kwargs: dict[str, Any] | None = None,
     priors: Mapping[str, Any] | None = None,
+    marginal_group: int | None = None,
 ) -> tuple[TargetModel, Any]:
     """Fit the BART rank regression of ``target`` and keep what synthesis needs.
 
@@ -210,6 +211,9 @@ def fit_target(
         Passed to pymc-bart's PGBART.
     priors : mapping, optional
         Replacement priors of the regression by name (its ``SWAPPABLE_PRIORS``: ``"sigma"``).
+    marginal_group : int, optional
+        Values averaged into each node of the target's smooth marginal (``group`` of
+        :func:`~bayesynth.synthesis.marginals.fit_marginal`).
 
     Returns
     -------
@@ -230,10 +234,12 @@ def fit_target(
     model = bart_rank_regression(df, target, predictors, schema, m=m, priors=priors)
     idata = bs_sample(model, draws=draws, tune=tune, chains=chains, random_seed=random_seed,
                       progressbar=progressbar, pgbart_kwargs=pgbart_kwargs)
-    return target_from_posterior(model, idata, max_draws=max_draws), idata
+    return target_from_posterior(model, idata, max_draws=max_draws,
+                                 marginal_group=marginal_group), idata
 
 
-def target_from_posterior(model: pm.Model, idata: Any, *, max_draws: int = 200) -> TargetModel:
+def target_from_posterior(model: pm.Model, idata: Any, *, max_draws: int = 200,
+                          marginal_group: int | None = None) -> TargetModel:
     """Keep what synthesis needs from a BART rank regression you sampled yourself.
 
     Parameters
@@ -245,6 +251,10 @@ def target_from_posterior(model: pm.Model, idata: Any, *, max_draws: int = 200) 
         The posterior sampled from it (``sigma``).
     max_draws : int, default 200
         Largest number of posterior draws kept (evenly spaced; each holds m trees).
+    marginal_group : int, optional
+        Values averaged into each node of the target's smooth marginal (``group`` of
+        :func:`~bayesynth.synthesis.marginals.fit_marginal`; default its
+        :func:`~bayesynth.synthesis.marginals.node_group_size`).
 
     Returns
     -------
@@ -298,7 +308,7 @@ def target_from_posterior(model: pm.Model, idata: Any, *, max_draws: int = 200) 
             x[~np.isnan(x)], continuous=True,
             integer=(bool(col.integer) or col.type == "count"
                      or pd.api.types.is_integer_dtype(y)),
-            decimals=col.decimals)
+            decimals=col.decimals, digits=col.digits, group=marginal_group)
     return TargetModel(target, design, forest, sigma, np.array(grids), np.array(cdfs), marginal)
 
 

@@ -13,6 +13,8 @@ conjugate posterior, where a small miscalibration must be found.
 
 from __future__ import annotations
 
+import dataclasses
+
 import arviz as az
 import matplotlib
 import numpy as np
@@ -80,6 +82,54 @@ def test_result_plots_and_reports():
     assert len([ax for ax in fig.axes if ax.get_visible()]) == 1
     assert "mu" in result.summary() and "SBCResult" in repr(result)
     matplotlib.pyplot.close(fig)
+
+
+def test_each_replicates_mixing_is_recorded_not_warned(monkeypatch):
+    """With two chains every replicate's largest R-hat is kept, and the summary counts the
+    replicates above 1.01: chains drawn from the exact posterior stay near 1, chains one
+    posterior sd apart (a sampler stuck in two places) go above it on every replicate. The
+    default sampler runs without bayesynth.sample's per-replicate warning."""
+    def offset_sampler(shift):
+        exact = _exact_sampler(1.0)
+
+        def sampler(model, *, draws, tune, chains, random_seed):
+            idata = exact(model, draws=draws, tune=tune, chains=chains,
+                          random_seed=random_seed)
+            sd = 1 / np.sqrt(1 + 5)  # posterior sd of mu: prior 1, five unit observations
+            idata.posterior["mu"][1] += shift * sd
+            return idata
+        return sampler
+
+    for shift, bad in ((0.0, False), (1.0, True)):
+        result = simulation_based_calibration(
+            _normal_model(1.0), ["y"], ["mu"], n_sims=20, draws=200, chains=2, tune=0,
+            sampler=offset_sampler(shift), random_seed=2)
+        rhat = result.replicates["max_rhat"]
+        assert rhat.notna().all()
+        # R-hat of 2 x 200 independent draws (4,000 simulated): median 1.001, 99% point
+        # 1.017, largest 1.041 (6% above 1.01). One sd apart, the four split chains' means
+        # are 0, 0, 1, 1 sd: R-hat about sqrt(1 + 1/3) = 1.15 (smallest of 2,000: 1.055)
+        assert (rhat > 1.01).all() if bad else (rhat < 1.045).all()
+        assert f"{int((rhat > 1.01).sum())} replicates with a quantity's R-hat" in (
+            result.summary())
+    counted = dataclasses.replace(result, replicates=pd.DataFrame(
+        {"seconds": [1.0] * 4, "max_rhat": [1.009, 1.011, 1.2, np.nan]}))
+    assert "2 replicates with a quantity's R-hat above 1.01 (largest 1.200)" in (
+        counted.summary())
+    seen = {}
+
+    def fake_sample(model, **kwargs):
+        seen.update(kwargs)
+        return _exact_sampler(1.0)(model, draws=kwargs["draws"], tune=kwargs["tune"],
+                                   chains=kwargs["chains"], random_seed=kwargs["random_seed"])
+
+    import bayesynth.samplers
+
+    monkeypatch.setattr(bayesynth.samplers, "sample", fake_sample)
+    one = simulation_based_calibration(_normal_model(1.0), ["y"], ["mu"], n_sims=2, draws=9,
+                                       tune=0, random_seed=3)
+    assert seen["check_convergence"] is False and seen["progressbar"] is False
+    assert one.replicates["max_rhat"].isna().all()  # one chain: no R-hat
 
 
 def test_observing_a_non_free_variable_is_refused():

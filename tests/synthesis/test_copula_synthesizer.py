@@ -116,6 +116,26 @@ def test_save_load_round_trip(fitted, tmp_path):
         bs.CopulaSynthesizer.load(tmp_path)
 
 
+def test_marginal_group_reaches_the_marginals_and_is_saved(fitted, tmp_path):
+    """``marginal_group`` is the ``group`` of every smooth marginal the synthesizer fits, and a
+    saved synthesizer keeps it."""
+    from bayesynth.synthesis.marginals import fit_marginal
+
+    df, syn = fitted
+    model = bs.models.rank_probit_copula(df, syn.schema_, n_factors=3)
+    one = bs.CopulaSynthesizer.from_posterior(model, syn.idata_, marginal_group=1)
+    x = df["income"].dropna().to_numpy(float)
+    for group, s in ((None, syn), (1, one)):
+        want = fit_marginal(x, continuous=True, decimals=2, group=group).to_dict()
+        assert s.marginals_["income"].to_dict() == want, group
+    assert one.marginals_["income"].to_dict() != syn.marginals_["income"].to_dict()
+    back = bs.CopulaSynthesizer.load(one.save(tmp_path / "g1"))
+    assert back.marginal_group == 1
+    assert back.marginals_["income"].to_dict() == one.marginals_["income"].to_dict()
+    with pytest.raises(bs.errors.InvalidParameterError, match="marginal_group"):
+        bs.CopulaSynthesizer.from_posterior(model, syn.idata_, marginal_group=0)
+
+
 def test_not_fitted_and_bad_arguments(fitted):
     with pytest.raises(NotFittedError, match="fit"):
         bs.CopulaSynthesizer().sample()

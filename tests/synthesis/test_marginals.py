@@ -343,6 +343,28 @@ def test_values_between_atoms_keep_their_shares(rng):
     assert isinstance(m, AtomMarginal) and len(m.atoms) == 0
 
 
+def test_values_between_atoms_seen_through_significant_digits(rng):
+    """A column written with significant digits (``ColumnSchema.digits``) is rounded to them
+    after the marginal; the rule rounds as that rounding does. The same ages as above, in
+    units of 1e-7 (each value has two significant digits but seven or more decimal places)."""
+    from bayesynth.schema import round_significant
+
+    x = round_significant(_ages(rng) * 1e-7, 2)
+    assert isinstance(fit_marginal(x, continuous=True), AtomMarginal)  # unrounded: no share
+    m = fit_marginal(x, continuous=True, digits=2)
+    assert isinstance(m, DiscreteMarginal)
+    y = m.ppf(rng.random(100_000))
+    assert set(np.unique(y)) <= set(np.unique(x))
+    assert _share_z(x, y) < 4.5
+    # digits do nothing where decimals are set or values are whole
+    v, k = np.unique(x, return_counts=True)
+    atoms = v[k >= 0.01 * len(x)]
+    smooth = SmoothMarginal.fit(x[~np.isin(x, atoms)])
+    assert share_on_atoms(smooth, atoms, digits=2) >= ON_ATOMS
+    assert share_on_atoms(smooth, atoms, decimals=12, digits=2) == share_on_atoms(
+        smooth, atoms, decimals=12)
+
+
 @pytest.mark.skipif(not (SHARED_DATA / "sd2011.csv").exists(),
                     reason="the shared real tables (../shared/data) are absent")
 def test_sd2011_ages_come_back_at_their_shares(rng):
