@@ -423,8 +423,32 @@ def _cmd_saturate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _short_rule(rule) -> str:
+    """Write a rule on one line, a condition on consecutive whole numbers as ``lo..hi``."""
+    parts = []
+    for col, levels in rule.when:
+        vals = list(levels)
+        whole = all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in vals)
+        if whole and len(vals) > 3 and vals == list(range(vals[0], vals[0] + len(vals))):
+            parts.append(f"{col} in {vals[0]}..{vals[-1]}")
+        else:
+            parts.append(f"{col} in {vals}")
+    return f"{rule.column} == {rule.value!r} if {' and '.join(parts)}"
+
+
+def _unenforced_rules(rules, source: str, show: int = 6) -> str:
+    """Say which near-deterministic relations an inferred schema leaves to chance."""
+    listed = "; ".join(_short_rule(r) for r in rules[:show])
+    more = f"; and {len(rules) - show} more" if len(rules) > show else ""
+    return (f"the schema inferred from {source} states no rule, and the data hold "
+            f"{len(rules)} near-deterministic relations that synthetic records will keep only "
+            f"approximately: {listed}{more}. To keep those you accept exactly, write the "
+            f"schema (bayesynth schema {source} > schema.json), move them from "
+            f"\"suggested_rules\" to \"rules\", and pass --schema schema.json.")
+
+
 def _cmd_synthesize(args: argparse.Namespace) -> int:
-    from bayesynth.schema import Schema, validate_data
+    from bayesynth.schema import Schema, infer_schema, validate_data
     from bayesynth.synthesis import CopulaSynthesizer
 
     if args.m < 1:
@@ -443,9 +467,14 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
     if args.save_model:
         _check_model_dir(Path(args.save_model), inputs + list(outputs), args.overwrite)
     df = read_table(args.input)
-    schema = Schema.from_json(Path(args.schema)) if args.schema else None
-    if schema is not None:
+    if args.schema:
+        schema = Schema.from_json(Path(args.schema))
         validate_data(df, schema)
+    else:
+        schema = infer_schema(df)
+        if schema.suggested_rules:
+            warnings.warn(_unenforced_rules(schema.suggested_rules, args.input), UserWarning,
+                          stacklevel=2)
     syn = CopulaSynthesizer(
         schema,
         n_factors=args.n_factors,

@@ -392,6 +392,50 @@ def apply_rules(df: pd.DataFrame, rules: Sequence[Rule]) -> pd.DataFrame:
     return out
 
 
+#: Largest number of whole numbers a suggested range condition lists
+#: (:func:`suggest_rules`).
+MAX_RANGE_VALUES = 1000
+
+
+def _range_rules(df: pd.DataFrame, cols: Sequence[str], keyed: Mapping[str, pd.Series], *,
+                 min_records: int, max_levels: int) -> list[tuple[int, list[Rule]]]:
+    """Rules "A == a if X in lo..hi" where the levels of A split a whole-number X exactly.
+
+    One entry per split: the records it covers and its rules, one per level of A.
+    """
+    wholes = []
+    for x in cols:
+        v = df[x]
+        if not pd.api.types.is_numeric_dtype(v.dtype) or pd.api.types.is_bool_dtype(v.dtype):
+            continue
+        vals = v.dropna().to_numpy(dtype=float)
+        if (len(vals) and np.all(np.isfinite(vals)) and np.all(vals == np.round(vals))
+                and len(np.unique(vals)) > max_levels):
+            wholes.append(x)
+    out: list[tuple[int, list[Rule]]] = []
+    for a in cols:
+        sa = keyed[a]
+        levels = sa.dropna().unique()
+        if not 2 <= len(levels) <= max_levels:
+            continue
+        for x in wholes:
+            if x == a:
+                continue
+            both = sa.notna().to_numpy() & df[x].notna().to_numpy()
+            ranges = (pd.DataFrame({"a": sa[both].to_numpy(),
+                                    "x": df[x][both].to_numpy(dtype=float)})
+                      .groupby("a", sort=False)["x"].agg(["min", "max", "size"])
+                      .sort_values("min"))
+            if (len(ranges) < 2 or ranges["size"].min() < min_records
+                    or not (ranges["max"].to_numpy()[:-1] < ranges["min"].to_numpy()[1:]).all()
+                    or (ranges["max"] - ranges["min"]).max() >= MAX_RANGE_VALUES):
+                continue
+            out.append((int(ranges["size"].sum()), [
+                Rule(a, _plain(level), ((x, tuple(range(int(row["min"]), int(row["max"]) + 1))),))
+                for level, row in ranges.iterrows()]))
+    return out
+
+
 def suggest_rules(df: pd.DataFrame, *, min_records: int = 20, min_share: float = 0.99,
                   max_levels: int = 30, max_rules: int = 20) -> list[Rule]:
     """Near-deterministic patterns worth stating as rules (not applied).
@@ -404,6 +448,19 @@ def suggest_rules(df: pd.DataFrame, *, min_records: int = 20, min_share: float =
     missing values alone: "weight is missing if height is" (a missing value of A counts as a
     level a). The strongest ``max_rules`` are returned, most records first. Date and
     timestamp columns are left out (a rule's values are numbers or text).
+
+    *Groups of a whole-number column* (age groups of an age in years): when a column A with 2
+    to ``max_levels`` levels, each held by at least ``min_records`` records, splits a column X
+    of whole numbers with more than ``max_levels`` distinct values into disjoint ranges (the
+    records of each level of A have X between that level's smallest and largest value, and no
+    other level's records fall there), "A == a if X in lo..hi" is suggested for every level,
+    with every whole number from lo to hi listed (a rule's condition is a list of values; a
+    range wider than :data:`MAX_RANGE_VALUES` is not suggested). A split's rules come together
+    and count as one toward ``max_rules``. The split must be exact in
+    the data (a record missing either value takes no part); a synthetic X in a gap between
+    two levels' ranges meets no rule. Without these rules the copula draws the group and the
+    value through their correlation alone, so synthetic groups disagree with the values
+    (SD2011's ``agegr`` and ``age``: 177 of 600 records of an audited run).
 
     Values that go missing together matter to the copula: without the rule the model can only
     reproduce "B is missing whenever A is" with a latent correlation of 1 between the two
@@ -450,13 +507,18 @@ def suggest_rules(df: pd.DataFrame, *, min_records: int = 20, min_share: float =
                 if share_rest >= 0.9:
                     continue
                 found.append((int(n_a), Rule(b, _plain(v), ((a, (_plain(level),)),))))
-    found.sort(key=lambda t: -t[0])
-    seen, out = set(), []
-    for _, r in found:
-        key = (r.column, r.when)
-        if key not in seen:
-            seen.add(key)
-            out.append(r)
-        if len(out) >= max_rules:
+    # a split into ranges comes whole or not at all, and counts as one rule
+    units = [(n, [r]) for n, r in found]
+    units += _range_rules(df, cols, keyed, min_records=min_records, max_levels=max_levels)
+    units.sort(key=lambda t: -t[0])
+    seen, out, taken = set(), [], 0
+    for _, rules in units:
+        fresh = [r for r in rules if (r.column, r.when) not in seen]
+        if not fresh:
+            continue
+        seen.update((r.column, r.when) for r in fresh)
+        out += fresh
+        taken += 1
+        if taken >= max_rules:
             break
     return out

@@ -48,6 +48,35 @@ def test_synthesize_one_and_many(csv, tmp_path, capsys):
     assert output_paths(many, 3)[0].name == "many_1.csv"
 
 
+def test_synthesize_names_the_relations_an_inferred_schema_leaves_to_chance(tmp_path, capsys):
+    """Without --schema the data's exact relations (age groups of an age) are not enforced:
+    synthesize says so, naming them and the fix. Following the fix keeps them exactly."""
+    from tests.test_rules import _aged
+
+    src = tmp_path / "aged.csv"
+    _aged(n=300, seed=2).to_csv(src, index=False)
+    base = ["--draws", "20", "--tune", "20", "--chains", "1", "--seed", "3",
+            "--n-factors", "2", "--quiet"]
+    out = tmp_path / "o.csv"
+    assert main(["synthesize", str(src), "-o", str(out), *base]) == 0
+    err = capsys.readouterr().err
+    assert "near-deterministic relations" in err and "--schema schema.json" in err
+    assert "agegr == '16-24' if age in 16..24" in err
+    # the fix, as the message gives it
+    assert main(["schema", str(src)]) == 0
+    d = json.loads(capsys.readouterr().out)
+    d["rules"] = [r for r in d.pop("suggested_rules") if r["column"] == "agegr"]
+    assert len(d["rules"]) == 4
+    (tmp_path / "schema.json").write_text(json.dumps(d))
+    kept = tmp_path / "kept.csv"
+    assert main(["synthesize", str(src), "-o", str(kept), "--schema",
+                 str(tmp_path / "schema.json"), *base]) == 0
+    assert "near-deterministic" not in capsys.readouterr().err
+    syn = pd.read_csv(kept)
+    bins = pd.cut(syn.age, [15, 24, 44, 64, 90], labels=["16-24", "25-44", "45-64", "65+"])
+    assert (syn.agegr == bins.astype(str)).all()
+
+
 def test_synthesize_refuses_to_overwrite(csv, tmp_path, capsys):
     before = csv.read_bytes()
     assert main(["synthesize", str(csv), "-o", str(csv), "--quiet"]) == 2

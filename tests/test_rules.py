@@ -251,3 +251,47 @@ def test_a_rule_reading_an_unmodelled_column_for_a_modelled_one_is_refused():
     schema = infer_schema(df, suggest=False).with_rules(rules)
     with pytest.raises(errors.SchemaError, match="reads 'old', which the copula does not"):
         bs.CopulaSynthesizer(schema=schema, draws=10, tune=10, chains=1).fit(df)
+
+
+def _aged(n: int = 600, seed: int = 0) -> pd.DataFrame:
+    """Ages in years and the age group each falls in (SD2011's agegr and age)."""
+    r = np.random.default_rng(seed)
+    age = r.integers(16, 91, n)
+    bins = [(16, 24, "16-24"), (25, 44, "25-44"), (45, 64, "45-64"), (65, 90, "65+")]
+    group = np.select([(age >= lo) & (age <= hi) for lo, hi, _ in bins],
+                      [g for _, _, g in bins], "")
+    return pd.DataFrame({"age": age, "agegr": group, "sex": r.choice(["F", "M"], n)})
+
+
+def test_groups_of_a_whole_number_column_are_suggested_whole():
+    """A column that splits ages into disjoint ranges gets one rule per group, listing every
+    whole number of the group's observed range; the split counts as one rule."""
+    df = _aged()
+    found = [r for r in suggest_rules(df) if r.column == "agegr"]
+    seen = {g: (df.age[df.agegr == g].min(), df.age[df.agegr == g].max())
+            for g in df.agegr.unique()}
+    assert {r.value: r.when for r in found} == {
+        g: (("age", tuple(range(lo, hi + 1))),) for g, (lo, hi) in seen.items()}
+    for r in found:  # exact in the data
+        assert r.broken(df) == ((df.agegr == r.value).sum(), 0)
+    assert len(suggest_rules(df, max_rules=1)) == 4  # the whole split, or nothing
+    r = np.random.default_rng(1)  # a second pattern, on fewer records: students are young
+    more = df.assign(student=np.where(df.agegr == "16-24", "YES",
+                                      r.choice(["YES", "NO"], len(df), p=[0.2, 0.8])))
+    two = suggest_rules(more, max_rules=2)
+    assert len(two) == 5 and two[-1] == Rule("student", "YES", (("agegr", ("16-24",)),))
+    # one record of a neighbouring group at a boundary age: the ranges overlap, no rule
+    shared = df.copy()
+    shared.loc[shared.index[shared.age == 25][0], "agegr"] = "16-24"
+    assert not [r for r in suggest_rules(shared) if r.column == "agegr"]
+    # a group held by too few records, or values too few to be more than levels: no split
+    older = df[df.age >= 23]
+    assert (older.agegr == "16-24").sum() < 20
+    assert not [r for r in suggest_rules(older) if r.column == "agegr"]
+    few = df.assign(age=df.age // 5)  # 16 distinct values, split alike: levels, not values
+    assert few.groupby("agegr").age.agg(["min", "max"]).to_numpy().ravel().tolist() == [
+        3, 4, 5, 8, 9, 12, 13, 18]
+    assert not any(c == "age" and len(v) > 1 for r in suggest_rules(few) for c, v in r.when)
+    # ranges wider than MAX_RANGE_VALUES are not listed
+    wide = df.assign(age=df.age * 100)
+    assert not [r for r in suggest_rules(wide) if r.column == "agegr"]

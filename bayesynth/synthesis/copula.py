@@ -297,7 +297,11 @@ class CopulaSynthesizer(Synthesizer):
     Parameters
     ----------
     schema : Schema, optional
-        Column types; inferred at :meth:`fit` when omitted.
+        Column types; inferred at :meth:`fit` when omitted. An inferred schema states no
+        rules, so relations the data hold exactly (age groups of an age, a count coded -8 for
+        non-smokers) come back only approximately: ``bayesynth.infer_schema(df)
+        .suggested_rules`` lists them, and ``schema.with_rules(...)`` states those you accept
+        (``bayesynth synthesize`` without ``--schema`` warns with the list).
     n_factors : int, optional
         Number of factors (default: Horn's parallel analysis on the data plus two; see
         :func:`bayesynth.models.choose_n_factors`).
