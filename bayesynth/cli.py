@@ -17,6 +17,8 @@ stay labels). Output files are written atomically and never over the input.
 from __future__ import annotations
 
 import argparse
+import json
+import shlex
 import shutil
 import sys
 import time
@@ -424,16 +426,21 @@ def _cmd_saturate(args: argparse.Namespace) -> int:
 
 
 def _short_rule(rule) -> str:
-    """Write a rule on one line, a condition on consecutive whole numbers as ``lo..hi``."""
+    """Write a rule on one line as the schema JSON writes its values, ``lo..hi`` for a range."""
+    from bayesynth.rules import _plain
+
+    def text(v):
+        return json.dumps(_plain(v))
+
     parts = []
     for col, levels in rule.when:
-        vals = list(levels)
-        whole = all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in vals)
+        vals = [_plain(v) for v in levels]
+        whole = all(isinstance(v, int) and not isinstance(v, bool) for v in vals)
         if whole and len(vals) > 3 and vals == list(range(vals[0], vals[0] + len(vals))):
             parts.append(f"{col} in {vals[0]}..{vals[-1]}")
         else:
-            parts.append(f"{col} in {vals}")
-    return f"{rule.column} == {rule.value!r} if {' and '.join(parts)}"
+            parts.append(f"{col} in [{', '.join(text(v) for v in vals)}]")
+    return f"{rule.column} == {text(rule.value)} if {' and '.join(parts)}"
 
 
 def _unenforced_rules(rules, source: str, show: int = 6) -> str:
@@ -443,7 +450,7 @@ def _unenforced_rules(rules, source: str, show: int = 6) -> str:
     return (f"the schema inferred from {source} states no rule, and the data hold "
             f"{len(rules)} near-deterministic relations that synthetic records will keep only "
             f"approximately: {listed}{more}. To keep those you accept exactly, write the "
-            f"schema (bayesynth schema {source} > schema.json), move them from "
+            f"schema (bayesynth schema {shlex.quote(source)} > schema.json), move them from "
             f"\"suggested_rules\" to \"rules\", and pass --schema schema.json.")
 
 

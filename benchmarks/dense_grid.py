@@ -57,7 +57,7 @@ from bayesynth.schema import infer_schema, round_values
 
 def _fit(x: np.ndarray, col, *, smooth: bool):
     kw = dict(continuous=True, integer=bool(col.integer) or col.type == "count",
-              decimals=col.decimals)
+              decimals=col.decimals, digits=col.digits)
     if not smooth:
         return marginals.fit_marginal(x, **kw)
     saved = marginals.ON_ATOMS

@@ -175,7 +175,8 @@ def main() -> None:
                 u = rng.random(len(train))
                 marginals = {group: fit_marginal(train, continuous=True,
                                                  integer=bool(col.integer) or col.type == "count",
-                                                 decimals=col.decimals, group=group)
+                                                 decimals=col.decimals, digits=col.digits,
+                                                 group=group)
                              for group in syn}
                 if any(isinstance(m, DiscreteMarginal) for m in marginals.values()):
                     break  # real values by design

@@ -49,32 +49,41 @@ def test_synthesize_one_and_many(csv, tmp_path, capsys):
 
 
 def test_synthesize_names_the_relations_an_inferred_schema_leaves_to_chance(tmp_path, capsys):
-    """Without --schema the data's exact relations (age groups of an age) are not enforced:
-    synthesize says so, naming them and the fix. Following the fix keeps them exactly."""
+    """Without --schema the data's exact relations (age groups of an age, students who are
+    young) are not enforced: synthesize says so, naming them and the fix. Following the fix
+    with every suggestion keeps them exactly."""
     from tests.test_rules import _aged
 
-    src = tmp_path / "aged.csv"
-    _aged(n=300, seed=2).to_csv(src, index=False)
+    df = _aged(n=300, seed=2)
+    r = np.random.default_rng(0)
+    df["student"] = np.where(df.agegr == "16-24", "YES", r.choice(["YES", "NO"], 300,
+                                                                  p=[0.2, 0.8]))
+    src = tmp_path / "aged data.csv"
+    df.to_csv(src, index=False)
     base = ["--draws", "20", "--tune", "20", "--chains", "1", "--seed", "3",
             "--n-factors", "2", "--quiet"]
     out = tmp_path / "o.csv"
     assert main(["synthesize", str(src), "-o", str(out), *base]) == 0
     err = capsys.readouterr().err
     assert "near-deterministic relations" in err and "--schema schema.json" in err
-    assert "agegr == '16-24' if age in 16..24" in err
-    # the fix, as the message gives it
+    assert 'agegr == "16-24" if age in 16..2' in err  # 16..25: no one 25 or 26 here
+    assert f"bayesynth schema '{src}' > schema.json" in err  # quoted: a space in the path
+    # the fix, as the message gives it, with every suggestion
     assert main(["schema", str(src)]) == 0
     d = json.loads(capsys.readouterr().out)
-    d["rules"] = [r for r in d.pop("suggested_rules") if r["column"] == "agegr"]
-    assert len(d["rules"]) == 4
+    d["rules"] = d.pop("suggested_rules")
+    assert {r["column"] for r in d["rules"]} == {"agegr", "student"}
     (tmp_path / "schema.json").write_text(json.dumps(d))
     kept = tmp_path / "kept.csv"
     assert main(["synthesize", str(src), "-o", str(kept), "--schema",
                  str(tmp_path / "schema.json"), *base]) == 0
     assert "near-deterministic" not in capsys.readouterr().err
     syn = pd.read_csv(kept)
-    bins = pd.cut(syn.age, [15, 24, 44, 64, 90], labels=["16-24", "25-44", "45-64", "65+"])
-    assert (syn.agegr == bins.astype(str)).all()
+    group_of = {age: r["value"] for r in d["rules"] if r["column"] == "agegr"
+                for age in r["when"]["age"]}
+    assert sorted(group_of) == list(range(16, 91))
+    assert (syn.agegr == syn.age.map(group_of)).all()
+    assert (syn.student[syn.agegr == "16-24"] == "YES").all()
 
 
 def test_synthesize_refuses_to_overwrite(csv, tmp_path, capsys):

@@ -265,21 +265,38 @@ def _aged(n: int = 600, seed: int = 0) -> pd.DataFrame:
 
 def test_groups_of_a_whole_number_column_are_suggested_whole():
     """A column that splits ages into disjoint ranges gets one rule per group, listing every
-    whole number of the group's observed range; the split counts as one rule."""
+    whole number of its range (a gap between groups split at its middle); the split counts as
+    one rule; the other suggestions read the groups through the ages, and none conflicts."""
     df = _aged()
+    assert set(df.age) == set(range(16, 91))  # every age occurs
     found = [r for r in suggest_rules(df) if r.column == "agegr"]
-    seen = {g: (df.age[df.agegr == g].min(), df.age[df.agegr == g].max())
-            for g in df.agegr.unique()}
     assert {r.value: r.when for r in found} == {
-        g: (("age", tuple(range(lo, hi + 1))),) for g, (lo, hi) in seen.items()}
+        g: (("age", tuple(range(lo, hi + 1))),)
+        for g, lo, hi in (("16-24", 16, 24), ("25-44", 25, 44), ("45-64", 45, 64),
+                          ("65+", 65, 90))}
     for r in found:  # exact in the data
         assert r.broken(df) == ((df.agegr == r.value).sum(), 0)
     assert len(suggest_rules(df, max_rules=1)) == 4  # the whole split, or nothing
+    # no one aged 25 or 26: the gap between 24 and 27 is split at its middle, 25
+    gap = df[~df.age.isin([25, 26])]
+    ranges = {r.value: r.when[0][1] for r in suggest_rules(gap) if r.column == "agegr"}
+    assert (ranges["16-24"][-1], ranges["25-44"][0]) == (25, 26)
     r = np.random.default_rng(1)  # a second pattern, on fewer records: students are young
     more = df.assign(student=np.where(df.agegr == "16-24", "YES",
                                       r.choice(["YES", "NO"], len(df), p=[0.2, 0.8])))
     two = suggest_rules(more, max_rules=2)
-    assert len(two) == 5 and two[-1] == Rule("student", "YES", (("agegr", ("16-24",)),))
+    # the copula does not model a column the rules fix: the pattern is read through the ages
+    assert len(two) == 5 and two[-1] == Rule("student", "YES", (("age", tuple(range(16, 25))),))
+    assert Rule("student", "YES", (("agegr", ("16-24",)),)) not in suggest_rules(more)
+    # the groups split a second column (the year of birth) too: one split is suggested, the
+    # one covering more records (the year is missing for some), and nothing conflicts
+    born = more.assign(byear=(2011 - more.age).where(r.random(len(more)) > 0.1))
+    every = suggest_rules(born)
+    splits = {c for rule in every if rule.column == "agegr" for c, _ in rule.when}
+    assert splits == {"age"} and not conflicting_rules(every)
+    # a group held by a rule that could contradict a stronger suggestion is left out
+    old = born.assign(old=born.age >= 65)
+    assert not conflicting_rules(suggest_rules(old))
     # one record of a neighbouring group at a boundary age: the ranges overlap, no rule
     shared = df.copy()
     shared.loc[shared.index[shared.age == 25][0], "agegr"] = "16-24"
@@ -288,6 +305,11 @@ def test_groups_of_a_whole_number_column_are_suggested_whole():
     older = df[df.age >= 23]
     assert (older.agegr == "16-24").sum() < 20
     assert not [r for r in suggest_rules(older) if r.column == "agegr"]
+    unknown = df.copy()  # enough of the youngest, but too few with an age
+    unknown.loc[unknown.index[unknown.agegr == "16-24"][10:], "age"] = np.nan
+    assert (unknown.agegr == "16-24").sum() >= 20
+    assert not [r for r in suggest_rules(unknown) if r.column == "agegr"
+                and r.when[0][1] != (None,)]  # ("agegr is 16-24 if age is missing" stays)
     few = df.assign(age=df.age // 5)  # 16 distinct values, split alike: levels, not values
     assert few.groupby("agegr").age.agg(["min", "max"]).to_numpy().ravel().tolist() == [
         3, 4, 5, 8, 9, 12, 13, 18]
@@ -295,3 +317,51 @@ def test_groups_of_a_whole_number_column_are_suggested_whole():
     # ranges wider than MAX_RANGE_VALUES are not listed
     wide = df.assign(age=df.age * 100)
     assert not [r for r in suggest_rules(wide) if r.column == "agegr"]
+
+
+def test_suggestions_never_conflict_and_splits_come_whole():
+    """Two patterns that never meet in the data but could in synthetic records (B is x where
+    A1 is p, y where A2 is q) are not both suggested: the stronger stays. A split that would
+    contradict a stronger suggestion is left out whole, not in part."""
+    r = np.random.default_rng(5)
+    n = 400
+    b = r.choice(["x", "y", "z"], n)
+    a1 = np.where((b == "x") & (r.random(n) < 0.7), "p", "r")
+    a2 = np.where((b == "y") & (r.random(n) < 0.5), "q", "t")
+    df = pd.DataFrame({"b": b, "a1": a1, "a2": a2})
+    found = suggest_rules(df)
+    assert Rule("b", "x", (("a1", ("p",)),)) in found
+    assert Rule("b", "y", (("a2", ("q",)),)) not in found
+    assert not conflicting_rules(found)
+    # ages known for 30% of the records: the split comes first though it covers fewer records
+    # than "agegr is 65+ for the retired", which it could contradict (a retired 20-year-old)
+    # and which is left out; the groups stay modelled where the age is missing, so the
+    # suggestions that read them keep reading them
+    aged = _aged(n=1500, seed=3)
+    aged["retired"] = np.where(aged.agegr == "65+", "YES", "NO")
+    aged["student"] = np.where(aged.agegr == "16-24", "YES",
+                               r.choice(["YES", "NO"], len(aged), p=[0.2, 0.8]))
+    aged.loc[r.random(len(aged)) < 0.7, "age"] = np.nan
+    assert aged.age.notna().sum() < (aged.retired == "YES").sum()
+    found = suggest_rules(aged)
+    assert Rule("agegr", "65+", (("retired", ("YES",)),)) not in found
+    assert len([x for x in found if x.column == "agegr" and x.when[0][0] == "age"]) == 4
+    assert Rule("student", "YES", (("agegr", ("16-24",)),)) in found
+    assert not conflicting_rules(found)
+
+
+def test_suggestions_that_cannot_be_read_through_a_split_are_left_out():
+    """Once the groups are fixed by the ages, a suggestion on a missing group (no range stands
+    for it) or one that would set the age from the age itself is dropped, not an error."""
+    df = _aged(n=2400, seed=4)
+    df = df[df.age <= 65].reset_index(drop=True)  # the oldest group is the 65-year-olds
+    df["note"] = "ok"
+    gone = df.index[df.agegr == "25-44"][:25]
+    df.loc[gone, "agegr"] = None
+    df.loc[gone, "note"] = None
+    found = suggest_rules(df)
+    assert {x.value for x in found if x.column == "agegr"} == {"16-24", "25-44", "45-64",
+                                                                 "65+"}
+    assert not [x for x in found if x.column == "note"]  # "note is missing if agegr is"
+    assert not [x for x in found if x.column == "age"]  # "age is 65 if agegr is 65+"
+    assert not conflicting_rules(found)

@@ -672,7 +672,9 @@ def simulation_based_calibration(
         div = (int(idata.sample_stats["diverging"].sum()) if "sample_stats" in idata.groups()
                and "diverging" in idata.sample_stats else 0)
         rows.append({"seed": seed, "seconds": seconds, "divergences": div,
-                     "max_rhat": max(rhat) if rhat else np.nan, "L": L})
+                     # an R-hat that could not be computed counts as the worst
+                     "max_rhat": max((np.inf if np.isnan(v) else v for v in rhat),
+                                     default=np.nan), "L": L})
         out["ranks"].append(ranks)
         out["truth"].append({q: float(q_true[q][0]) for q in labels})
         out["mean"].append({q: float(q_post[q].mean()) for q in labels})

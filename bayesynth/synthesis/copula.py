@@ -380,9 +380,10 @@ class CopulaSynthesizer(Synthesizer):
         Values averaged into each node of a smooth marginal (the ordered columns' and the
         targets'; ``group`` of :func:`bayesynth.synthesis.marginals.fit_marginal`). Default
         :func:`~bayesynth.synthesis.marginals.node_group_size`: 10 consecutive sorted values
-        from 300 values up, so that no node sits at one record's value; 1 puts a node at every
-        distinct value (the smooth CDF then passes through the data's, and extremes come back
-        more often as they are; ``benchmarks/marginal_copies.py``).
+        from 300 values up, fewer below, one below 60 (the end nodes are the minimum and the
+        maximum whatever the group); 1 puts a node at every distinct value (the smooth CDF
+        then passes through the data's, and synthetic values equal real ones more often than
+        a second sample's do; ``benchmarks/marginal_copies.py``).
 
     Attributes
     ----------

@@ -363,6 +363,11 @@ def test_values_between_atoms_seen_through_significant_digits(rng):
     assert share_on_atoms(smooth, atoms, digits=2) >= ON_ATOMS
     assert share_on_atoms(smooth, atoms, decimals=12, digits=2) == share_on_atoms(
         smooth, atoms, decimals=12)
+    ages = _ages(rng)
+    v, k = np.unique(ages, return_counts=True)
+    whole = SmoothMarginal.fit(ages[~np.isin(ages, v[k >= 0.01 * len(ages)])], integer=True)
+    assert share_on_atoms(whole, v[k >= 0.01 * len(ages)], digits=1) == share_on_atoms(
+        whole, v[k >= 0.01 * len(ages)])
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "sd2011.csv").exists(),

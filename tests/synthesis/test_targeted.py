@@ -213,6 +213,22 @@ def test_from_posterior_with_a_bart_target_you_sampled(tmp_path):
     back = bs.CopulaSynthesizer.load(syn.save(tmp_path / "t"))
     for a, b in zip(out, back.sample(m=3, random_seed=5)):
         pd.testing.assert_frame_equal(a, b)
+    # marginal_group reaches the target's marginal as it does the copula's columns' (y has
+    # few values, so its marginal is discrete either way: the group is read off the call)
+    import bayesynth.synthesis.targeted as targeted
+
+    groups = []
+    real_fit = targeted.fit_marginal
+
+    def spy(*args, **kwargs):
+        groups.append(kwargs.get("group"))
+        return real_fit(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(targeted, "fit_marginal", spy)
+        bs.CopulaSynthesizer.from_posterior(copula, cid, targets=[(bart, bid)],
+                                            max_target_draws=50, marginal_group=3)
+    assert groups == [3]
     # a target the copula already synthesises, or one regressed on a column nobody makes
     for cols, match in ((["x1", "x2", "y"], "already synthesised"),
                         (["x1"], r"regressed on \['x2'\]")):
