@@ -664,7 +664,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("input", help="input CSV file (confidential data)")
     s.add_argument("-o", "--output", required=True, help="output CSV (OUT_1.csv ... for --m > 1)")
     s.add_argument("--m", type=int, default=1, help="number of synthetic datasets (default 1)")
-    s.add_argument("--schema", help="schema JSON (as printed by `bayesynth schema`)")
+    s.add_argument("--schema", help="schema JSON (as printed by `bayesynth schema`); without "
+                   "it the schema is inferred and the rules it suggests are listed in a "
+                   "warning, not applied")
     s.add_argument("--draws", type=int, default=1000, help="posterior draws per chain")
     s.add_argument("--tune", type=int, default=None, help="burn-in per chain (default: draws)")
     s.add_argument("--chains", type=int, default=2)
