@@ -571,7 +571,8 @@ def suggest_rules(df: pd.DataFrame, *, min_records: int = 20, min_share: float =
             break
         # a column the rules fix everywhere is not modelled: read it through its split
         r = _read_through_splits(r, fixed)
-        if r is None or (r.column, r.when) in seen or conflicting_rules(out + [r]):
+        if r is None or (r.column, r.when) in seen or any(
+                conflicting_rules([o, r]) for o in out):
             continue
         seen.add((r.column, r.when))
         out.append(r)

@@ -595,38 +595,41 @@ def round_values(x: np.ndarray, col: ColumnSchema) -> np.ndarray:
     numpy.ndarray
         A new float array.
     """
-    x = np.array(x, dtype=float)
-    if col.integer:
-        return np.round(x)
-    if col.decimals is not None:
-        return np.round(x, col.decimals)
-    if col.digits is not None:
-        x = round_significant(x, col.digits)
-    return x
+    return round_to(x, integer=bool(col.integer), decimals=col.decimals, digits=col.digits)
 
 
-def round_significant(x: np.ndarray, digits: int) -> np.ndarray:
-    """Round values to ``digits`` significant digits, as their decimal text is written.
+def round_to(x: np.ndarray, *, integer: bool = False, decimals: int | None = None,
+             digits: int | None = None) -> np.ndarray:
+    """Round values to a precision: whole numbers, decimal places or significant digits.
 
-    Each value becomes the double nearest its ``digits``-significant-digit decimal form (what
-    reading that text back gives), so values rounded here compare equal to the real values
-    read from the same text.
+    The first that is set applies. With ``digits`` each value becomes the double nearest its
+    ``digits``-significant-digit decimal form (what reading that text back gives), so values
+    rounded here compare equal to the real values read from the same text.
 
     Parameters
     ----------
     x : numpy.ndarray
         Values (missing values stay missing).
-    digits : int
-        Significant digits, at least 1.
+    integer : bool, default False
+        Round to whole numbers.
+    decimals : int, optional
+        Decimal places kept.
+    digits : int, optional
+        Significant digits kept, at least 1.
 
     Returns
     -------
     numpy.ndarray
-        A new float array.
+        A new float array (unchanged values when nothing is set).
     """
     x = np.array(x, dtype=float)
-    ok = np.flatnonzero(np.isfinite(x))
-    x[ok] = [float(f"{v:.{int(digits)}g}") for v in x[ok].tolist()]
+    if integer:
+        return np.round(x)
+    if decimals is not None:
+        return np.round(x, decimals)
+    if digits is not None:
+        ok = np.flatnonzero(np.isfinite(x))
+        x[ok] = [float(f"{v:.{int(digits)}g}") for v in x[ok].tolist()]
     return x
 
 

@@ -67,7 +67,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from bayesynth.errors import check_integer
-from bayesynth.schema import round_significant
+from bayesynth.schema import round_to
 
 __all__ = ["DiscreteMarginal", "SmoothMarginal", "AtomMarginal", "fit_marginal",
            "marginal_from_dict", "silverman_bandwidth", "normal_score_bandwidth",
@@ -485,11 +485,8 @@ class AtomMarginal:
         prev = np.maximum(i - 1, 0)
         span = Fl[i] - Fr[prev]
         t = np.where(span > 0, (u - Fr[prev]) / np.where(span > 0, span, 1.0), 1.0)
-        x = xs[prev] + np.clip(t, 0.0, 1.0) * (xs[i] - xs[prev])
-        if self.integer:
-            x = np.round(x)
-        elif self.decimals is not None:
-            x = np.round(x, self.decimals)
+        x = round_to(xs[prev] + np.clip(t, 0.0, 1.0) * (xs[i] - xs[prev]),
+                     integer=self.integer, decimals=self.decimals)
         return np.where(in_jump | (i == 0), xs[i], x)
 
     def to_dict(self) -> dict[str, Any]:
@@ -512,7 +509,7 @@ def share_on_atoms(smooth: SmoothMarginal, atoms: np.ndarray, *,
     Evaluated at 4,096 evenly spaced probabilities (a quadrature, no random draws), rounded as
     :class:`AtomMarginal` rounds them (to whole numbers when ``smooth.integer``, else to
     ``decimals`` places), or as the synthetic table's columns are rounded afterwards (to
-    ``digits`` significant digits: :func:`bayesynth.schema.round_significant`). Where it is
+    ``digits`` significant digits; both through :func:`bayesynth.schema.round_to`). Where it is
     large, the values that are not atoms lie between atoms
     and the smooth part misplaces their mass (:func:`fit_marginal`).
 
@@ -532,11 +529,8 @@ def share_on_atoms(smooth: SmoothMarginal, atoms: np.ndarray, *,
     float
         In [0, 1].
     """
-    y = smooth.ppf((np.arange(4096) + 0.5) / 4096)
-    if decimals is not None and not smooth.integer:
-        y = np.round(y, decimals)
-    elif digits is not None and not smooth.integer:
-        y = round_significant(y, digits)
+    y = round_to(smooth.ppf((np.arange(4096) + 0.5) / 4096), integer=smooth.integer,
+                 decimals=decimals, digits=digits)
     return float(np.mean(np.isin(y, np.asarray(atoms, dtype=float))))
 
 

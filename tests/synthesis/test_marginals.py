@@ -347,9 +347,9 @@ def test_values_between_atoms_seen_through_significant_digits(rng):
     """A column written with significant digits (``ColumnSchema.digits``) is rounded to them
     after the marginal; the rule rounds as that rounding does. The same ages as above, in
     units of 1e-7 (each value has two significant digits but seven or more decimal places)."""
-    from bayesynth.schema import round_significant
+    from bayesynth.schema import round_to
 
-    x = round_significant(_ages(rng) * 1e-7, 2)
+    x = round_to(_ages(rng) * 1e-7, digits=2)
     assert isinstance(fit_marginal(x, continuous=True), AtomMarginal)  # unrounded: no share
     m = fit_marginal(x, continuous=True, digits=2)
     assert isinstance(m, DiscreteMarginal)
