@@ -62,6 +62,9 @@ TIME_UNITS = {"h": 3600, "min": 60, "s": 1}
 #: A numeric column is read as having special codes when it has at most this many distinct
 #: negative integer values, all other values being non-negative.
 MAX_SPECIAL_CODES = 3
+#: ... and when at least one of them is held by this many records (fewer: the values are read
+#: as numbers, with a warning that says how to declare them as codes).
+MIN_CODE_RECORDS = 5
 
 
 def _plain(value: Any) -> Any:
@@ -525,19 +528,57 @@ def _is_integral(x: np.ndarray) -> bool:
     return bool(np.all(np.isfinite(x)) and np.all(x == np.round(x)))
 
 
-def _special_codes(x: np.ndarray) -> np.ndarray:
-    """Find the negative integer values that mark codes ("not applicable" -8, "refused" -9 ...).
+def _code_candidates(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return the negative values of ``x`` shaped like codes, and how many records hold each.
 
-    At most :data:`MAX_SPECIAL_CODES` distinct ones, each between -999 and -1 and held by at
-    least five records, in a column whose other values are non-negative and take at least two
-    values (a few scattered negative amounts, such as a loss of -3000, are values, not codes).
+    Shaped like codes: at most :data:`MAX_SPECIAL_CODES` distinct negative integers from -999
+    to -1, in a column whose other values are non-negative and take at least two values.
+    Empty where the column's negative values are not shaped so.
     """
     neg, counts = np.unique(x[x < 0], return_counts=True)
     rest = x[x >= 0]
     if (0 < len(neg) <= MAX_SPECIAL_CODES and _is_integral(neg) and neg.min() >= -999
-            and counts.min() >= 5 and len(np.unique(rest)) >= 2):
+            and len(np.unique(rest)) >= 2):
+        return neg, counts
+    return np.zeros(0), np.zeros(0, dtype=np.int64)
+
+
+def _special_codes(x: np.ndarray) -> np.ndarray:
+    """Find the negative integer values that mark codes ("not applicable" -8, "refused" -9 ...).
+
+    The values :func:`_code_candidates` finds, when at least one of them is held by
+    :data:`MIN_CODE_RECORDS` records (then a rarer one beside it, -9 "refused" in three records
+    beside -8 "not applicable" in 600, is a code of the same survey too). A few scattered
+    negative amounts, such as a loss of -3 or -3000, are values, not codes.
+    """
+    neg, counts = _code_candidates(x)
+    if len(neg) and counts.max() >= MIN_CODE_RECORDS:
         return neg
     return np.zeros(0)
+
+
+def _warn_rare_codes(name: str, x: np.ndarray) -> None:
+    """Warn when a column's negative values are shaped like codes but too rare to be read so.
+
+    Called where :func:`_special_codes` found none.
+
+    A sample of a survey file can hold its "not applicable" code in one or two records; read
+    as a number, it makes the column continuous and its synthetic values run between the code
+    and the real values (a number of friends of -4).
+    """
+    neg, counts = _code_candidates(x)
+    if not len(neg):
+        return
+    vals = [int(v) for v in neg]
+    held = ", ".join(f"{v} ({c} record{'s' if c > 1 else ''})" for v, c in zip(vals, counts))
+    warnings.warn(
+        f"Column '{name}' has the negative values {held} beside non-negative ones: they are "
+        f"read as numbers, since a special code needs at least {MIN_CODE_RECORDS} records. If "
+        f"they are codes (such as -8 \"not applicable\"), declare them: "
+        f"infer_schema(df, special_codes={{'{name}': {vals}}}), or in the schema JSON give the "
+        f"column \"special_codes\": {vals} (and the type \"count\" if its other values are "
+        "whole numbers).",
+        UserWarning, stacklevel=4)
 
 
 def _decimals(x: np.ndarray, most: int = 6) -> int | None:
@@ -821,7 +862,8 @@ def _warn_numbers_with_markers(name: str, values: pd.Series) -> None:
             UserWarning, stacklevel=4)
 
 
-def _infer_one(s: pd.Series, declared: str | None) -> ColumnSchema:
+def _infer_one(s: pd.Series, declared: str | None,
+               declared_codes: Sequence[float] | None = None) -> ColumnSchema:
     name = str(s.name)
     _check_supported_dtype(s)
     values = s.dropna()
@@ -848,7 +890,7 @@ def _infer_one(s: pd.Series, declared: str | None) -> ColumnSchema:
         elif numeric:
             x = values.to_numpy(dtype=float)
             _refuse_numeric_identifier(name, values, x)
-            codes = _special_codes(x)
+            codes = _special_codes(x) if declared_codes is None else declared_codes
             rest = x[~np.isin(x, codes)]
             n_rest = len(np.unique(rest))
             if not _is_integral(rest) and n_rest <= FEW_VALUES:
@@ -897,7 +939,13 @@ def _infer_one(s: pd.Series, declared: str | None) -> ColumnSchema:
     decimals = digits = None
     if declared in NUMERIC_TYPES and numeric:
         x = values.to_numpy(dtype=float)
-        codes = tuple(int(c) if float(c).is_integer() else float(c) for c in _special_codes(x))
+        if declared_codes is None:
+            found = _special_codes(x)
+            if not len(found):
+                _warn_rare_codes(name, x)
+        else:
+            found = np.asarray(declared_codes, dtype=float)
+        codes = tuple(int(c) if float(c).is_integer() else float(c) for c in found)
         rest = x[~np.isin(x, codes)]
         integer = bool(len(rest) and _is_integral(rest))
         decimals = 0 if integer else _decimals(rest)
@@ -917,6 +965,7 @@ def infer_schema(
     binary: Iterable[str] = (),
     count: Iterable[str] = (),
     continuous: Iterable[str] = (),
+    special_codes: Mapping[str, Iterable[float]] | None = None,
     suggest: bool = True,
 ) -> Schema:
     """Infer the type of every column of ``df``, read survey codes, and suggest rules.
@@ -933,11 +982,14 @@ def infer_schema(
     * numbers that are all non-negative integers are ``count``; other numbers are
       ``continuous``; but a non-integer numeric column with at most 10 distinct values is
       ``ordinal`` (discrete: its values come back exactly);
-    * in a numeric column, up to three distinct negative integers (from -999 to -1, each held
-      by at least five records) beside otherwise non-negative values are read as *special
-      codes* (-8 "not applicable", -9 "refused" ...): they are
+    * in a numeric column, up to three distinct negative integers (from -999 to -1) beside
+      otherwise non-negative values are read as *special codes* (-8 "not applicable", -9
+      "refused" ...) when at least one of them is held by five records or more: they are
       recorded in ``special_codes``, modelled as levels of their own and not as numbers, and
-      the column's type follows from its other values (so a count with the code -8 is a count);
+      the column's type follows from its other values (so a count with the code -8 is a count).
+      Where all are rarer (a sample of a survey file with -8 in two records, or a loss of -3),
+      they are read as numbers, with a warning that names them and says how to declare them
+      (``special_codes=``);
     * a numeric column records whether its values (codes aside) are whole numbers
       (``integer``) and how many decimal places they carry (``decimals``; beyond six, how
       many significant digits: ``digits``), which synthetic values keep.
@@ -957,6 +1009,14 @@ def infer_schema(
         The table. It is not modified.
     categorical, ordinal, binary, count, continuous : iterable of str
         Column names forced to that type (overriding inference).
+    special_codes : mapping of str to iterable of numbers, optional
+        The special codes of numeric columns, overriding their detection: ``{"nofriend": [-8]}``
+        reads -8 as a code however few records hold it (a declared code that no record holds
+        is kept: the schema describes the file, not this sample); an empty list reads the
+        column's negative values as numbers. The column's type follows from its other values,
+        unless a keyword list above declares it; a column read or declared as binary,
+        categorical or ordinal (two distinct values, a code among them) keeps the code as one
+        of its levels.
     suggest : bool, default True
         Look for rules to suggest (:func:`bayesynth.rules.suggest_rules`).
 
@@ -969,7 +1029,8 @@ def infer_schema(
     bayesynth.errors.MissingColumnError
         A keyword list names a column that ``df`` lacks.
     bayesynth.errors.SchemaError
-        A column is named in two keyword lists.
+        A column is named in two keyword lists, or ``special_codes`` names a column that is
+        not numeric or gives a code that is not a finite number.
     bayesynth.errors.ConstantColumnError, bayesynth.errors.IdentifierColumnError,
     bayesynth.errors.ColumnTypeError
         A column cannot be modelled.
@@ -998,9 +1059,47 @@ def infer_schema(
                     column=str(n),
                 )
             declared[n] = typ
-    columns = [_infer_one(df[c], declared.get(c)) for c in df.columns]
+    codes = _declared_codes(df, special_codes or {})
+    columns = []
+    for c in df.columns:  # a loop, not a comprehension: warnings point at the caller's line
+        columns.append(_infer_one(df[c], declared.get(c), codes.get(c)))
     suggested = suggest_rules(df) if suggest else []
     return Schema(columns, (), suggested)
+
+
+def _declared_codes(df: pd.DataFrame, special_codes: Mapping[str, Iterable[float]]
+                    ) -> dict[Any, tuple[float, ...]]:
+    """Check ``infer_schema``'s ``special_codes`` against ``df`` and return them as floats."""
+    if not isinstance(special_codes, Mapping):
+        raise SchemaError("special_codes must map column names to lists of codes, such as "
+                          f"{{'nofriend': [-8]}}; got {type(special_codes).__name__}.")
+    out: dict[Any, tuple[float, ...]] = {}
+    for name, codes in special_codes.items():
+        if name not in df.columns:
+            raise MissingColumnError(
+                f"special_codes names column '{name}', which the table does not have. Its "
+                f"columns are {list(df.columns)}.", column=str(name))
+        s = df[name]
+        if not pd.api.types.is_numeric_dtype(s.dtype) or pd.api.types.is_bool_dtype(s.dtype):
+            raise SchemaError(
+                f"special_codes names column '{name}', which is not numeric ({s.dtype}): "
+                "special codes belong to count and continuous columns. In a text column a "
+                "code is a level already.", column=str(name))
+        if isinstance(codes, (str, bytes)) or not isinstance(codes, Iterable):
+            codes = [codes]
+        vals = []
+        for c in codes:
+            try:
+                v = float(c)
+            except (TypeError, ValueError):
+                v = np.nan
+            if isinstance(c, bool) or not np.isfinite(v):
+                raise SchemaError(
+                    f"special_codes gives column '{name}' the code {c!r}; a code is a finite "
+                    "number, such as -8.", column=str(name))
+            vals.append(v)
+        out[name] = tuple(sorted(set(vals)))
+    return out
 
 
 # ---------------------------------------------------------------------------------- validation

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -9,6 +11,7 @@ import pytest
 import bayesynth as bs
 from bayesynth import errors
 from bayesynth.schema import ColumnSchema, Schema, infer_schema, validate_data
+from tests.conftest import SHARED_DATA
 
 
 def test_inference_rules(mixed_df):
@@ -214,7 +217,9 @@ def test_survey_codes_and_discrete_floats():
         # small negative amounts held by one record each: values too, not codes
         "balance": np.r_[[-3, -5], r.integers(0, 500, n - 2)],
     })
-    s = infer_schema(df, suggest=False)
+    with pytest.warns(UserWarning, match=r"'balance' has the negative values -5 \(1 record\), "
+                      r"-3 \(1 record\)"):
+        s = infer_schema(df, suggest=False)
     assert s["nociga"].type == "count" and s["nociga"].special_codes == (-8,)
     assert s["nociga"].integer
     assert s["score"].type == "ordinal"
@@ -223,6 +228,103 @@ def test_survey_codes_and_discrete_floats():
     assert s["income"].special_codes == () and s["income"].type == "continuous"
     assert s["balance"].special_codes == ()
     assert Schema.from_json(s.to_json()) == s
+
+
+def test_a_code_too_rare_to_infer_is_named_and_can_be_declared():
+    """A sample of a survey file can hold its -8 in two records: read as a number, it made the
+    column continuous without a word (SD2011's nofriend in 13 of 20 samples of 500 records),
+    and synthetic numbers of friends ran down to -8."""
+    import warnings
+
+    r = np.random.default_rng(7)
+    n = 300
+    friends = r.integers(0, 30, n)
+    friends[[3, 70]] = -8
+    df = pd.DataFrame({"nofriend": friends, "x": r.normal(size=n)})
+    before = df.copy()
+    with pytest.warns(UserWarning, match=r"'nofriend' has the negative values -8 \(2 records\)"
+                      r".*at least 5 records.*special_codes=\{'nofriend': \[-8\]\}"):
+        s = infer_schema(df, suggest=False)
+    assert s["nofriend"].type == "continuous" and s["nofriend"].special_codes == ()
+    with warnings.catch_warnings():  # declared: read as the code, and nothing to warn about
+        warnings.simplefilter("error")
+        d = infer_schema(df, suggest=False, special_codes={"nofriend": [-8]})
+        # an empty list: the negative values are numbers, said so
+        e = infer_schema(df, suggest=False, special_codes={"nofriend": []})
+    assert d["nofriend"].type == "count" and d["nofriend"].special_codes == (-8,)
+    assert d["nofriend"].integer and d["nofriend"].decimals == 0
+    assert e["nofriend"] == s["nofriend"]
+    validate_data(df, d)
+    pd.testing.assert_frame_equal(df, before)
+    # at four records still a number, at five a code: the threshold is MIN_CODE_RECORDS
+    four = df.assign(nofriend=np.r_[np.full(4, -8), friends[4:].clip(0)])
+    with pytest.warns(UserWarning, match=r"-8 \(4 records\)"):
+        assert infer_schema(four, suggest=False)["nofriend"].special_codes == ()
+    five = df.assign(nofriend=np.r_[np.full(5, -8), friends[5:].clip(0)])
+    assert infer_schema(five, suggest=False)["nofriend"].special_codes == (-8,)
+    # a rare code beside a frequent one is a code of the same survey
+    both = df.assign(nofriend=np.r_[np.full(40, -8), [-9, -9], friends[42:].clip(0)])
+    b = infer_schema(both, suggest=False)["nofriend"]
+    assert b.special_codes == (-9, -8) and b.type == "count"
+    # a declared code that this sample lacks is kept (the schema describes the file)
+    none = df.assign(nofriend=friends.clip(0))
+    assert infer_schema(none, suggest=False,
+                        special_codes={"nofriend": [-9]})["nofriend"].special_codes == (-9,)
+    # frequent codes turned off by an empty list: numbers, so the column is continuous
+    off = infer_schema(both, suggest=False, special_codes={"nofriend": []})["nofriend"]
+    assert off.special_codes == () and off.type == "continuous"
+    # the JSON route the warning names gives the same column
+    import json
+
+    j = json.loads(s.to_json())
+    for c in j["columns"]:
+        if c["name"] == "nofriend":
+            c["special_codes"], c["type"] = [-8], "count"
+    assert Schema.from_dict(j)["nofriend"] == d["nofriend"]
+
+
+def test_declared_special_codes_are_checked():
+    df = pd.DataFrame({"n": [0, 1, 2, 3, -8] * 4, "g": list("abcde") * 4})
+    with pytest.raises(errors.MissingColumnError, match="'m'"):
+        infer_schema(df, special_codes={"m": [-8]})
+    with pytest.raises(errors.SchemaError, match="'g'.*not numeric"):
+        infer_schema(df, special_codes={"g": [-8]})
+    for bad in ("minus eight", float("nan"), float("inf"), True):
+        with pytest.raises(errors.SchemaError, match="'n'.*finite number"):
+            infer_schema(df, special_codes={"n": [bad]})
+    with pytest.raises(errors.SchemaError, match="map column names"):
+        infer_schema(df, special_codes=[("n", -8)])
+    # a single code need not be in a list; a column declared categorical keeps it as a level
+    assert infer_schema(df, special_codes={"n": -8})["n"].special_codes == (-8,)
+    c = infer_schema(df, categorical=["n"], special_codes={"n": [-8]})["n"]
+    assert c.type == "categorical" and -8 in c.levels and c.special_codes == ()
+
+
+@pytest.mark.data
+@pytest.mark.skipif(not (SHARED_DATA / "sd2011.csv").exists(),
+                    reason="needs ../shared/data/sd2011.csv")
+def test_sd2011_samples_read_nofriend_as_the_whole_file_does_once_declared():
+    """In 500-record samples of SD2011, nofriend's -8 (41 of 5,000 records) is too rare to be
+    read as a code in most: each such sample says so, and declaring the code gives the whole
+    file's column."""
+    df = pd.read_csv(SHARED_DATA / "sd2011.csv", keep_default_na=False, na_values=[""])
+    whole = infer_schema(df, suggest=False)["nofriend"]
+    assert whole.special_codes == (-8,) and whole.type == "count"
+    warned = 0
+    for seed in range(5):
+        part = df.sample(500, random_state=seed)
+        rare = 0 < (part["nofriend"] == -8).sum() < 5
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            got = infer_schema(part, suggest=False)["nofriend"]
+        said = [x for x in w if "'nofriend' has the negative values -8" in str(x.message)]
+        assert bool(said) == rare
+        warned += rare
+        if rare:
+            assert got.type == "continuous"
+        declared = infer_schema(part, suggest=False, special_codes={"nofriend": [-8]})
+        assert declared["nofriend"] == whole
+    assert warned == 2  # seeds 0 and 3 (2 and 3 records; the others hold 6-8)
 
 
 def test_a_special_code_inside_the_value_range_is_warned_about():
