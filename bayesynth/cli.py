@@ -344,11 +344,38 @@ def _write_all(items: Sequence[tuple[pd.DataFrame, Path]], like: pd.DataFrame | 
             print(f"wrote {path} ({len(frame):,} rows)")
 
 
+#: The column types ``bayesynth schema`` takes as options (``--categorical A,B`` ...).
+_TYPE_OPTIONS = ("categorical", "ordinal", "binary", "count", "continuous")
+
+
+def _special_codes_option(items: Sequence[str] | None) -> dict[str, list[float]]:
+    """Read ``--special-codes COL=V[,V...]`` (repeatable; ``COL=`` declares none)."""
+    out: dict[str, list[float]] = {}
+    for item in items or ():
+        name, sep, values = item.partition("=")
+        if not sep or not name.strip():
+            raise BayesynthError(
+                f"--special-codes takes COLUMN=CODE[,CODE...], such as nofriend=-8; got "
+                f"{item!r}.")
+        codes = []
+        for v in _split(values):
+            try:
+                codes.append(float(v))
+            except ValueError:
+                raise BayesynthError(
+                    f"--special-codes {item!r}: {v!r} is not a number; a code is a number, "
+                    "such as -8.") from None
+        out[name.strip()] = [int(c) if c.is_integer() else c for c in codes]
+    return out
+
+
 def _cmd_schema(args: argparse.Namespace) -> int:
     from bayesynth.schema import infer_schema
 
     df = read_table(args.input)
-    print(infer_schema(df).to_json())
+    types = {k: _split(getattr(args, k)) for k in _TYPE_OPTIONS}
+    codes = _special_codes_option(args.special_codes)
+    print(infer_schema(df, **types, special_codes=codes).to_json())
     return 0
 
 
@@ -443,15 +470,56 @@ def _short_rule(rule) -> str:
     return f"{rule.column} == {text(rule.value)} if {' and '.join(parts)}"
 
 
-def _unenforced_rules(rules, source: str, show: int = 6) -> str:
-    """Say which near-deterministic relations an inferred schema leaves to chance."""
-    listed = "; ".join(_short_rule(r) for r in rules[:show])
-    more = f"; and {len(rules) - show} more" if len(rules) > show else ""
-    return (f"the schema inferred from {source} states no rule, and the data hold "
-            f"{len(rules)} near-deterministic relations that synthetic records will keep only "
-            f"approximately: {listed}{more}. To keep those you accept exactly, write the "
-            f"schema (bayesynth schema {shlex.quote(source)} > schema.json), move them from "
-            f"\"suggested_rules\" to \"rules\", and pass --schema schema.json.")
+def _few_valued_counts(df: pd.DataFrame, schema) -> list[tuple[str, int]]:
+    """Count columns of at most ``FEW_VALUES`` distinct whole values, with how many each has.
+
+    Such numbers can be codes of unordered categories (a tenure or marital status coded 1-5),
+    which an inferred schema cannot tell from counts; a count is modelled as ordered.
+    """
+    from bayesynth.schema import FEW_VALUES
+
+    out = []
+    for c in schema.of_type("count"):
+        if schema[c].formula:
+            continue
+        x = df[c].dropna()
+        if schema[c].special_codes:
+            x = x[~x.isin(list(schema[c].special_codes))]
+        k = int(x.nunique())
+        if k <= FEW_VALUES:
+            out.append((c, k))
+    return out
+
+
+def _inferred_schema_warning(df: pd.DataFrame, schema, source: str, show: int = 6) -> str | None:
+    """Say what an inferred schema leaves to chance (None where nothing).
+
+    Few whole values read as ordered counts, and relations it states no rule for.
+    """
+    counts = _few_valued_counts(df, schema)
+    rules = schema.suggested_rules
+    if not counts and not rules:
+        return None
+    said, fix = [], [f"bayesynth schema {shlex.quote(source)}"]
+    if counts:
+        listed = ", ".join(f"{c} ({k} values)" for c, k in counts)
+        said.append(
+            f"reads {listed} as counts, modelled as ordered numbers: if a column's numbers "
+            "label unordered categories (a tenure or marital status coded 1-5), the model "
+            "imposes an order they do not have")
+        fix.append(f"--categorical {shlex.quote(','.join(c for c, _ in counts))}")
+    if rules:
+        listed = "; ".join(_short_rule(r) for r in rules[:show])
+        more = f"; and {len(rules) - show} more" if len(rules) > show else ""
+        said.append(
+            f"states no rule, though the data hold {len(rules)} near-deterministic relations "
+            f"that synthetic records will keep only approximately: {listed}{more}")
+    keep = ", keeping in --categorical only the coded columns" if counts else ""
+    move = ("move the relations you accept from \"suggested_rules\" to \"rules\", "
+            if rules else "")
+    return (f"the schema inferred from {source} {'; and it '.join(said)}. To fix this, write "
+            f"the schema ({' '.join(fix)} > schema.json{keep}), {move}and pass --schema "
+            "schema.json.")
 
 
 def _cmd_synthesize(args: argparse.Namespace) -> int:
@@ -479,9 +547,9 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
         validate_data(df, schema)
     else:
         schema = infer_schema(df)
-        if schema.suggested_rules:
-            warnings.warn(_unenforced_rules(schema.suggested_rules, args.input), UserWarning,
-                          stacklevel=2)
+        said = _inferred_schema_warning(df, schema, args.input)
+        if said:
+            warnings.warn(said, UserWarning, stacklevel=2)
     syn = CopulaSynthesizer(
         schema,
         n_factors=args.n_factors,
@@ -665,8 +733,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", required=True, help="output CSV (OUT_1.csv ... for --m > 1)")
     s.add_argument("--m", type=int, default=1, help="number of synthetic datasets (default 1)")
     s.add_argument("--schema", help="schema JSON (as printed by `bayesynth schema`); without "
-                   "it the schema is inferred and the rules it suggests are listed in a "
-                   "warning, not applied")
+                   "it the schema is inferred, and a warning lists the rules it suggests "
+                   "(not applied) and the columns of at most 10 whole values it reads as "
+                   "ordered counts")
     s.add_argument("--draws", type=int, default=1000, help="posterior draws per chain")
     s.add_argument("--tune", type=int, default=None, help="burn-in per chain (default: draws)")
     s.add_argument("--chains", type=int, default=2)
@@ -698,6 +767,13 @@ def _parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("schema", help="print the inferred schema of a CSV file as JSON")
     c.add_argument("input")
+    for typ in _TYPE_OPTIONS:
+        c.add_argument(f"--{typ}", metavar="COLUMNS",
+                       help=f"comma-separated columns to read as {typ} (overriding inference)")
+    c.add_argument("--special-codes", action="append", metavar="COLUMN=CODES",
+                   help="a numeric column's special codes, such as nofriend=-8 or "
+                        "income=-8,-9, read as codes however few records hold them "
+                        "(nofriend= reads its negative values as numbers); repeatable")
     c.set_defaults(func=_cmd_schema)
 
     e = sub.add_parser("evaluate", help="utility and disclosure-risk report (HTML + JSON)")

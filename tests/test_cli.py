@@ -28,6 +28,71 @@ def test_schema_command(csv, capsys):
         "categorical", "categorical", "binary", "count", "continuous"]
 
 
+def test_schema_command_takes_types_and_special_codes(tmp_path, capsys):
+    """The command line's way to what infer_schema's keywords say: a coded column declared
+    categorical, a code too rare to infer declared a code."""
+    r = np.random.default_rng(11)
+    n = 200
+    friends = r.integers(0, 30, n)
+    friends[[5, 50]] = -8
+    df = pd.DataFrame({"nofriend": friends, "tenure": r.choice([1, 2, 4, 5, 6], n),
+                       "x": r.normal(size=n).round(3)})
+    src = tmp_path / "t.csv"
+    df.to_csv(src, index=False)
+    assert main(["schema", str(src)]) == 0
+    got = capsys.readouterr()
+    cols = {c["name"]: c for c in json.loads(got.out)["columns"]}
+    assert cols["tenure"]["type"] == "count" and cols["nofriend"]["type"] == "continuous"
+    assert "'nofriend' has the negative values -8 (2 records)" in got.err
+    assert main(["schema", str(src), "--categorical", "tenure",
+                 "--special-codes", "nofriend=-8"]) == 0
+    got = capsys.readouterr()
+    cols = {c["name"]: c for c in json.loads(got.out)["columns"]}
+    assert cols["tenure"]["type"] == "categorical" and cols["tenure"]["levels"] == [1, 2, 4, 5, 6]
+    assert cols["nofriend"]["type"] == "count" and cols["nofriend"]["special_codes"] == [-8]
+    assert "negative values" not in got.err
+    assert main(["schema", str(src), "--special-codes", "nofriend="]) == 0  # no codes
+    cols = {c["name"]: c for c in json.loads(capsys.readouterr().out)["columns"]}
+    assert "special_codes" not in cols["nofriend"]
+    for bad, said in (("nofriend=minus8", "'minus8' is not a number"),
+                      ("-8", "COLUMN=CODE"), ("friends=-8", "'friends'")):
+        assert main(["schema", str(src), "--special-codes", bad]) == 2
+        assert said in capsys.readouterr().err
+    assert main(["schema", str(src), "--ordinal", "tenure", "--count", "tenure"]) == 2
+    assert "declared both" in capsys.readouterr().err
+
+
+def test_an_inferred_schema_names_few_whole_values_read_as_counts():
+    """CE's tenure and marital status are codes 1-6 and 1-5; an inferred schema reads them as
+    counts, and the copula then models them as ordered. The command line said nothing."""
+    from bayesynth.cli import _inferred_schema_warning
+    from bayesynth.schema import infer_schema
+
+    r = np.random.default_rng(12)
+    n = 300
+    df = pd.DataFrame({"Tenure": r.choice([1, 2, 4, 5, 6], n),
+                       "Marital": r.choice([1, 2, 3, 4, 5], n),
+                       "Age": r.integers(18, 90, n),  # many values: a count, said nothing of
+                       "kids": np.where(r.random(n) < 0.3, -8, r.integers(0, 10, n)),
+                       "spend": r.gamma(2, 100, n).round(2)})
+    said = _inferred_schema_warning(df, infer_schema(df, suggest=False), "ce data.csv")
+    assert said.startswith("the schema inferred from ce data.csv reads Tenure (5 values), "
+                           "Marital (5 values), kids (10 values) as counts")
+    assert "Age" not in said and "near-deterministic" not in said
+    assert ("bayesynth schema 'ce data.csv' --categorical Tenure,Marital,kids > schema.json, "
+            "keeping in --categorical only the coded columns), and pass --schema") in said
+    # 11 whole values (the code aside) are more than FEW_VALUES: not named; nor is a column
+    # declared categorical
+    df["kids"] = np.where(r.random(n) < 0.3, -8, r.integers(0, 11, n))
+    df.loc[0, "kids"] = 10
+    said = _inferred_schema_warning(df, infer_schema(df, categorical=["Tenure"], suggest=False),
+                                    "ce.csv")
+    assert "reads Marital (5 values) as counts" in said and "--categorical Marital >" in said
+    assert _inferred_schema_warning(df[["Age", "spend"]],
+                                    infer_schema(df[["Age", "spend"]], suggest=False),
+                                    "ce.csv") is None
+
+
 def test_synthesize_one_and_many(csv, tmp_path, capsys):
     out = tmp_path / "syn.csv"
     args = ["synthesize", str(csv), "-o", str(out), "--draws", "20", "--tune", "20",
