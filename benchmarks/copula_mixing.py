@@ -80,6 +80,10 @@ SD2011_ORDERS = {
 }
 
 
+def _cols(text: str) -> list[str]:
+    return [c.strip() for c in text.split(",") if c.strip()]
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default="demo", choices=("demo", "sd2011", "ce", "adult", "nltcs"))
@@ -115,6 +119,9 @@ def main(argv=None) -> None:
     ap.add_argument("--categorical-margins", choices=("data", "model", "both"), default="data",
                     help="judge with the margins calibrated to the data (as synthesis does by "
                          "default), with the draws' own, or both")
+    ap.add_argument("--categorical", default="",
+                    help="comma-separated columns to read as categorical in an inferred "
+                         "schema (ce: Tenure,Marital, as real_data.py does)")
     ap.add_argument("--schema", choices=("survey", "survey-ordered", "inferred"),
                     default="survey",
                     help="sd2011: the statistician's schema of real_data.py (rules, derived "
@@ -153,7 +160,7 @@ def main(argv=None) -> None:
     if args.row_budget is not None:
         InterceptGibbs.row_budget = args.row_budget
     df = load(args.data, args.n)
-    exclude = [c.strip() for c in args.exclude.split(",") if c.strip()]
+    exclude = _cols(args.exclude)
     if set(exclude) - set(df.columns):
         raise SystemExit(f"--exclude: no columns {sorted(set(exclude) - set(df.columns))}")
     if args.data == "sd2011" and args.schema.startswith("survey"):
@@ -174,7 +181,8 @@ def main(argv=None) -> None:
         df = df[list(schema.names)]
     else:
         df = df.drop(columns=exclude)
-        schema = bs.infer_schema(df)
+        schema = bs.infer_schema(df, categorical=[c for c in _cols(args.categorical)
+                                                  if c in df.columns])
     # declared orders are modelled as ranks from three levels up (the factory's default
     # threshold, 10, models ordinal columns with fewer levels as unordered categorical)
     ranks = {"ordinal_threshold": 3} if args.schema == "survey-ordered" else {}
