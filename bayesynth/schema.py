@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -562,9 +563,11 @@ def _warn_rare_codes(name: str, x: np.ndarray) -> None:
 
     Called where :func:`_special_codes` found none.
 
-    A sample of a survey file can hold its "not applicable" code in one or two records; read
-    as a number, it makes the column continuous and its synthetic values run between the code
-    and the real values (a number of friends of -4).
+    A sample of a survey file can hold its "not applicable" code in one or two records. Read
+    as a number, the code types the column continuous instead of count, and the copula takes
+    it for the column's lowest value: the records that hold it are modelled as those with the
+    fewest friends, not as a group of their own whose relations to the other columns the model
+    learns.
     """
     neg, counts = _code_candidates(x)
     if not len(neg):
@@ -575,9 +578,10 @@ def _warn_rare_codes(name: str, x: np.ndarray) -> None:
         f"Column '{name}' has the negative values {held} beside non-negative ones: they are "
         f"read as numbers, since a special code needs at least {MIN_CODE_RECORDS} records. If "
         f"they are codes (such as -8 \"not applicable\"), declare them: "
-        f"infer_schema(df, special_codes={{'{name}': {vals}}}), or in the schema JSON give the "
-        f"column \"special_codes\": {vals} (and the type \"count\" if its other values are "
-        "whole numbers).",
+        f"infer_schema(df, special_codes={{'{name}': {vals}}}), on the command line bayesynth "
+        f"schema FILE --special-codes {shlex.quote(name + '=' + ','.join(map(str, vals)))}, or "
+        f"in the schema JSON give the column \"special_codes\": {vals} (and the type "
+        "\"count\" if its other values are whole numbers).",
         UserWarning, stacklevel=4)
 
 

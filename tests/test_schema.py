@@ -233,7 +233,7 @@ def test_survey_codes_and_discrete_floats():
 def test_a_code_too_rare_to_infer_is_named_and_can_be_declared():
     """A sample of a survey file can hold its -8 in two records: read as a number, it made the
     column continuous without a word (SD2011's nofriend in 13 of 20 samples of 500 records),
-    and synthetic numbers of friends ran down to -8."""
+    its "not applicable" modelled as the fewest friends."""
     import warnings
 
     r = np.random.default_rng(7)
