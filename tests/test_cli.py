@@ -74,11 +74,15 @@ def test_an_inferred_schema_names_few_whole_values_read_as_counts():
                        "Marital": r.choice([1, 2, 3, 4, 5], n),
                        "Age": r.integers(18, 90, n),  # many values: a count, said nothing of
                        "kids": np.where(r.random(n) < 0.3, -8, r.integers(0, 10, n)),
-                       "spend": r.gamma(2, 100, n).round(2)})
-    said = _inferred_schema_warning(df, infer_schema(df, suggest=False), "ce data.csv")
+                       "spend": r.gamma(2, 100, n).round(2),
+                       # few whole values, one negative: continuous, never a label
+                       "gain": r.choice([-2000, 0, 1000, 3000], n)})
+    schema = infer_schema(df, suggest=False)
+    assert schema["gain"].type == "continuous"
+    said = _inferred_schema_warning(df, schema, "ce data.csv")
     assert said.startswith("the schema inferred from ce data.csv reads Tenure (5 values), "
                            "Marital (5 values), kids (10 values) as counts")
-    assert "Age" not in said and "near-deterministic" not in said
+    assert "Age" not in said and "gain" not in said and "near-deterministic" not in said
     assert ("bayesynth schema 'ce data.csv' --categorical Tenure,Marital,kids > schema.json, "
             "keeping in --categorical only the coded columns), and pass --schema") in said
     # 11 whole values (the code aside) are more than FEW_VALUES: not named; nor is a column
