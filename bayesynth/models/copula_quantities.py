@@ -714,15 +714,26 @@ def synthesis_quantity_table(idata, *, max_draws: int = MAX_DRAWS, n_mc: int | N
     # points. Its R-hat and ESS are then NaN and it is not judged (its mean and sd are over
     # the draws where it is defined); ``undefined_share`` says in how many draws.
     undefined = np.mean(~np.isfinite(arr), axis=(0, 1))
+    # ArviZ is given only the quantities defined in every draw (it gives NaN for the others
+    # too, but logs a bare "Array contains NaN-value." that a command-line user saw above
+    # the warning naming them)
+    whole = undefined == 0
+    ess_bulk, ess_tail, r_hat = (np.full(arr.shape[-1], np.nan) for _ in range(3))
+    if whole.any():
+        ds = ds.isel(quantity=np.flatnonzero(whole))
+        ess_bulk[whole] = az.ess(ds, method="bulk")["x"].values
+        ess_tail[whole] = az.ess(ds, method="tail")["x"].values
+        if nc > 1:
+            r_hat[whole] = az.rhat(ds)["x"].values
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         table = pd.DataFrame({
             "kind": [kd for kd, _, _ in parts],
             "mean": np.nanmean(arr, axis=(0, 1)),
             "sd": np.nanstd(arr, axis=(0, 1)),
-            "ess_bulk": az.ess(ds, method="bulk")["x"].values,
-            "ess_tail": az.ess(ds, method="tail")["x"].values,
-            "r_hat": az.rhat(ds)["x"].values if nc > 1 else np.full(arr.shape[-1], np.nan),
+            "ess_bulk": ess_bulk,
+            "ess_tail": ess_tail,
+            "r_hat": r_hat,
             "undefined_share": undefined,
         }, index=pd.Index([lab for _, lab, _ in parts], name="quantity"))
     return table, thin
