@@ -719,14 +719,15 @@ def synthesis_quantity_table(idata, *, max_draws: int = MAX_DRAWS, n_mc: int | N
     # the warning naming them)
     whole = undefined == 0
     ess_bulk, ess_tail, r_hat = (np.full(arr.shape[-1], np.nan) for _ in range(3))
-    if whole.any():
-        ds = ds.isel(quantity=np.flatnonzero(whole))
-        ess_bulk[whole] = az.ess(ds, method="bulk")["x"].values
-        ess_tail[whole] = az.ess(ds, method="tail")["x"].values
-        if nc > 1:
-            r_hat[whole] = az.rhat(ds)["x"].values
     with warnings.catch_warnings():
+        # a quantity constant within the chains: R-hat 0/0, NaN (see effective_rhat)
         warnings.simplefilter("ignore", RuntimeWarning)
+        if whole.any():
+            ds = ds.isel(quantity=np.flatnonzero(whole))
+            ess_bulk[whole] = az.ess(ds, method="bulk")["x"].values
+            ess_tail[whole] = az.ess(ds, method="tail")["x"].values
+            if nc > 1:
+                r_hat[whole] = az.rhat(ds)["x"].values
         table = pd.DataFrame({
             "kind": [kd for kd, _, _ in parts],
             "mean": np.nanmean(arr, axis=(0, 1)),
