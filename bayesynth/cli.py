@@ -766,7 +766,7 @@ def _parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_synthesize)
 
     c = sub.add_parser("schema", help="print the inferred schema of a CSV file as JSON")
-    c.add_argument("input")
+    c.add_argument("input", help="input CSV file; the schema JSON goes to standard output")
     for typ in _TYPE_OPTIONS:
         c.add_argument(f"--{typ}", metavar="COLUMNS",
                        help=f"comma-separated columns to read as {typ} (overriding inference)")
