@@ -352,7 +352,7 @@ def _special_codes_option(items: Sequence[str] | None) -> dict[str, list[float]]
     """Read ``--special-codes COL=V[,V...]`` (repeatable; ``COL=`` declares none)."""
     out: dict[str, list[float]] = {}
     for item in items or ():
-        name, sep, values = item.partition("=")
+        name, sep, values = item.rpartition("=")  # a code has no "=", a name may
         if not sep or not name.strip():
             raise BayesynthError(
                 f"--special-codes takes COLUMN=CODE[,CODE...], such as nofriend=-8; got "
@@ -365,6 +365,10 @@ def _special_codes_option(items: Sequence[str] | None) -> dict[str, list[float]]
                 raise BayesynthError(
                     f"--special-codes {item!r}: {v!r} is not a number; a code is a number, "
                     "such as -8.") from None
+        if name.strip() in out:
+            raise BayesynthError(
+                f"--special-codes names column {name.strip()!r} twice; give all its codes "
+                f"once, such as {name.strip()}=-8,-9.")
         out[name.strip()] = [int(c) if c.is_integer() else c for c in codes]
     return out
 
@@ -480,8 +484,6 @@ def _few_valued_counts(df: pd.DataFrame, schema) -> list[tuple[str, int]]:
 
     out = []
     for c in schema.of_type("count"):
-        if schema[c].formula:
-            continue
         x = df[c].dropna()
         if schema[c].special_codes:
             x = x[~x.isin(list(schema[c].special_codes))]
@@ -769,7 +771,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("input", help="input CSV file; the schema JSON goes to standard output")
     for typ in _TYPE_OPTIONS:
         c.add_argument(f"--{typ}", metavar="COLUMNS",
-                       help=f"comma-separated columns to read as {typ} (overriding inference)")
+                       help=f"comma-separated columns to read as {typ} (overriding "
+                            "inference; a name with a comma needs the Python API)")
     c.add_argument("--special-codes", action="append", metavar="COLUMN=CODES",
                    help="a numeric column's special codes, such as nofriend=-8 or "
                         "income=-8,-9, read as codes however few records hold them "

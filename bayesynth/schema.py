@@ -550,7 +550,8 @@ def _special_codes(x: np.ndarray) -> np.ndarray:
     The values :func:`_code_candidates` finds, when at least one of them is held by
     :data:`MIN_CODE_RECORDS` records (then a rarer one beside it, -9 "refused" in three records
     beside -8 "not applicable" in 600, is a code of the same survey too). A few scattered
-    negative amounts, such as a loss of -3 or -3000, are values, not codes.
+    negative amounts with no such code beside them, such as a loss of -3 (or -3000, out of a
+    code's range whatever the company), are values, not codes.
     """
     neg, counts = _code_candidates(x)
     if len(neg) and counts.max() >= MIN_CODE_RECORDS:
@@ -575,10 +576,10 @@ def _warn_rare_codes(name: str, x: np.ndarray) -> None:
     vals = [int(v) for v in neg]
     held = ", ".join(f"{v} ({c} record{'s' if c > 1 else ''})" for v, c in zip(vals, counts))
     warnings.warn(
-        f"Column '{name}' has the negative values {held} beside non-negative ones: they are "
+        f"Column {name!r} has the negative values {held} beside non-negative ones: they are "
         f"read as numbers, since a special code needs at least {MIN_CODE_RECORDS} records. If "
         f"they are codes (such as -8 \"not applicable\"), declare them: "
-        f"infer_schema(df, special_codes={{'{name}': {vals}}}), on the command line bayesynth "
+        f"infer_schema(df, special_codes={{{name!r}: {vals}}}), on the command line bayesynth "
         f"schema FILE --special-codes {shlex.quote(name + '=' + ','.join(map(str, vals)))}, or "
         f"in the schema JSON give the column \"special_codes\": {vals} (and the type "
         "\"count\" if its other values are whole numbers).",
@@ -871,6 +872,7 @@ def _infer_one(s: pd.Series, declared: str | None,
     name = str(s.name)
     _check_supported_dtype(s)
     values = s.dropna()
+    said_count = declared == "count"  # by the caller: a count has no negative values
     uniques = _check_informative(name, values)
     is_cat_dtype = isinstance(s.dtype, pd.CategoricalDtype)
     dtype = str(s.dtype)
@@ -945,7 +947,10 @@ def _infer_one(s: pd.Series, declared: str | None,
         x = values.to_numpy(dtype=float)
         if declared_codes is None:
             found = _special_codes(x)
-            if not len(found):
+            if not len(found) and said_count:
+                # declared a count: its code-shaped negative values can only be codes
+                found = _code_candidates(x)[0]
+            elif not len(found):
                 _warn_rare_codes(name, x)
         else:
             found = np.asarray(declared_codes, dtype=float)
@@ -991,9 +996,11 @@ def infer_schema(
       "refused" ...) when at least one of them is held by five records or more: they are
       recorded in ``special_codes``, modelled as levels of their own and not as numbers, and
       the column's type follows from its other values (so a count with the code -8 is a count).
-      Where all are rarer (a sample of a survey file with -8 in two records, or a loss of -3),
-      they are read as numbers, with a warning that names them and says how to declare them
-      (``special_codes=``);
+      Where all are rarer (a sample of a survey file with -8 in two records, or a lone loss
+      of -3), they are read as numbers, with a warning that names them and says how to
+      declare them (``special_codes=``), except in a column declared ``count``, which cannot
+      hold negative numbers: there they are codes. A column read as ordinal (above) keeps
+      negative values as its lowest levels, codes or not;
     * a numeric column records whether its values (codes aside) are whole numbers
       (``integer``) and how many decimal places they carry (``decimals``; beyond six, how
       many significant digits: ``digits``), which synthetic values keep.
@@ -1017,7 +1024,8 @@ def infer_schema(
         The special codes of numeric columns, overriding their detection: ``{"nofriend": [-8]}``
         reads -8 as a code however few records hold it (a declared code that no record holds
         is kept: the schema describes the file, not this sample); an empty list reads the
-        column's negative values as numbers. The column's type follows from its other values,
+        column's negative values as numbers. Declared codes replace the column's detection
+        (and its warning) altogether. The column's type follows from its other values,
         unless a keyword list above declares it; a column read or declared as binary,
         categorical or ordinal (two distinct values, a code among them) keeps the code as one
         of its levels.
@@ -1031,7 +1039,7 @@ def infer_schema(
     Raises
     ------
     bayesynth.errors.MissingColumnError
-        A keyword list names a column that ``df`` lacks.
+        A keyword list or ``special_codes`` names a column that ``df`` lacks.
     bayesynth.errors.SchemaError
         A column is named in two keyword lists, or ``special_codes`` names a column that is
         not numeric or gives a code that is not a finite number.
@@ -1097,7 +1105,7 @@ def _declared_codes(df: pd.DataFrame, special_codes: Mapping[str, Iterable[float
                 v = float(c)
             except (TypeError, ValueError):
                 v = np.nan
-            if isinstance(c, bool) or not np.isfinite(v):
+            if isinstance(c, (bool, np.bool_, str, bytes)) or not np.isfinite(v):
                 raise SchemaError(
                     f"special_codes gives column '{name}' the code {c!r}; a code is a finite "
                     "number, such as -8.", column=str(name))

@@ -163,6 +163,11 @@ def main(argv=None) -> None:
     exclude = _cols(args.exclude)
     if set(exclude) - set(df.columns):
         raise SystemExit(f"--exclude: no columns {sorted(set(exclude) - set(df.columns))}")
+    unknown = set(_cols(args.categorical)) - set(df.columns) - set(exclude)
+    if unknown:
+        raise SystemExit(f"--categorical: no columns {sorted(unknown)}")
+    if args.categorical and args.data == "sd2011" and args.schema.startswith("survey"):
+        raise SystemExit("--categorical applies to an inferred schema (--schema inferred)")
     if args.data == "sd2011" and args.schema.startswith("survey"):
         # The schema a survey statistician writes (benchmarks/real_data.py): age groups are a
         # function of age and bmi of height and weight, so CopulaSynthesizer leaves them out
@@ -182,7 +187,7 @@ def main(argv=None) -> None:
     else:
         df = df.drop(columns=exclude)
         schema = bs.infer_schema(df, categorical=[c for c in _cols(args.categorical)
-                                                  if c in df.columns])
+                                                  if c not in exclude])
     # declared orders are modelled as ranks from three levels up (the factory's default
     # threshold, 10, models ordinal columns with fewer levels as unordered categorical)
     ranks = {"ordinal_threshold": 3} if args.schema == "survey-ordered" else {}

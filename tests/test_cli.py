@@ -58,6 +58,17 @@ def test_schema_command_takes_types_and_special_codes(tmp_path, capsys):
                       ("-8", "COLUMN=CODE"), ("friends=-8", "'friends'")):
         assert main(["schema", str(src), "--special-codes", bad]) == 2
         assert said in capsys.readouterr().err
+    assert main(["schema", str(src), "--special-codes", "nofriend=-8",
+                 "--special-codes", "nofriend=-9"]) == 2
+    assert "names column 'nofriend' twice" in capsys.readouterr().err
+    # a name with "=" in it, as the warning spells it
+    df.rename(columns={"nofriend": "friends=n"}).to_csv(src, index=False)
+    assert main(["schema", str(src)]) == 0
+    err = capsys.readouterr().err
+    assert "--special-codes friends=n=-8," in err
+    assert main(["schema", str(src), "--special-codes", "friends=n=-8"]) == 0
+    cols = {c["name"]: c for c in json.loads(capsys.readouterr().out)["columns"]}
+    assert cols["friends=n"]["special_codes"] == [-8]
     assert main(["schema", str(src), "--ordinal", "tenure", "--count", "tenure"]) == 2
     assert "declared both" in capsys.readouterr().err
 
@@ -153,6 +164,27 @@ def test_synthesize_names_the_relations_an_inferred_schema_leaves_to_chance(tmp_
     assert sorted(group_of) == list(range(16, 91))
     assert (syn.agegr == syn.age.map(group_of)).all()
     assert (syn.student[syn.agegr == "16-24"] == "YES").all()
+
+
+def test_synthesize_says_which_columns_it_reads_as_counts(tmp_path, capsys, monkeypatch):
+    """The warning of synthesize without --schema, up to the fit (stopped there: the fit is
+    tested elsewhere)."""
+    import bayesynth.synthesis as synthesis
+    from bayesynth.errors import BayesynthError
+
+    class Stop(synthesis.CopulaSynthesizer):
+        def fit(self, df):
+            raise BayesynthError("stopped before the fit")
+
+    monkeypatch.setattr(synthesis, "CopulaSynthesizer", Stop)
+    r = np.random.default_rng(13)
+    src = tmp_path / "ce.csv"
+    pd.DataFrame({"Tenure": r.choice([1, 2, 4, 5, 6], 200),
+                  "Income": r.gamma(2, 1e4, 200).round()}).to_csv(src, index=False)
+    assert main(["synthesize", str(src), "-o", str(tmp_path / "o.csv"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "reads Tenure (5 values) as counts" in err and "stopped before the fit" in err
+    assert f"bayesynth schema {src} --categorical Tenure > schema.json" in err
 
 
 def test_synthesize_refuses_to_overwrite(csv, tmp_path, capsys):

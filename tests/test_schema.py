@@ -266,6 +266,17 @@ def test_a_code_too_rare_to_infer_is_named_and_can_be_declared():
     both = df.assign(nofriend=np.r_[np.full(40, -8), [-9, -9], friends[42:].clip(0)])
     b = infer_schema(both, suggest=False)["nofriend"]
     assert b.special_codes == (-9, -8) and b.type == "count"
+    # declared a count, whose values cannot be negative: the rare -8 is a code, said nothing
+    # of, and the schema passes validation (it was typed count with -8 as a number before)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        c = infer_schema(df, suggest=False, count=["nofriend"])
+    assert c["nofriend"] == d["nofriend"]
+    validate_data(df, c)
+    # the warning points at the caller's line, not at bayesynth's
+    with pytest.warns(UserWarning, match="negative values -8") as w:
+        infer_schema(df, suggest=False)
+    assert w[0].filename == __file__
     # a declared code that this sample lacks is kept (the schema describes the file)
     none = df.assign(nofriend=friends.clip(0))
     assert infer_schema(none, suggest=False,
@@ -294,6 +305,11 @@ def test_declared_special_codes_are_checked():
             infer_schema(df, special_codes={"n": [bad]})
     with pytest.raises(errors.SchemaError, match="map column names"):
         infer_schema(df, special_codes=[("n", -8)])
+    for bad in ("-8", np.True_):  # a number, not its text nor a truth value
+        with pytest.raises(errors.SchemaError, match="'n'.*finite number"):
+            infer_schema(df, special_codes={"n": [bad]})
+    # repeated codes are one code, sorted
+    assert infer_schema(df, special_codes={"n": [-8, -9, -8.0]})["n"].special_codes == (-9, -8)
     # a single code need not be in a list; a column declared categorical keeps it as a level
     assert infer_schema(df, special_codes={"n": -8})["n"].special_codes == (-8,)
     c = infer_schema(df, categorical=["n"], special_codes={"n": [-8]})["n"]
