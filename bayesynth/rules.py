@@ -488,11 +488,12 @@ def suggest_rules(df: pd.DataFrame, *, min_records: int = 20, min_share: float =
     (Bonferroni). On adult this leaves out "native-country == 0 if capital-gain in [6]" and
     "... in [25]" (99 of 100 and 20 of 20 records, where 89.7% of the others are 0: chance
     probabilities 10^-3.6 and 10^-0.9); on SD2011, 14 of the 58 patterns found with no cap on
-    their number (none of the 25 returned by default), such as "trustfam == 'YES' if nociga in [6]"; on CE and
-    NLTCS nothing. A column with more distinct values (a measurement, a year) takes part through its
-    missing values alone: "weight is missing if height is" (a missing value of A counts as a
-    level a). The strongest ``max_rules`` are returned, most records first. Date and
-    timestamp columns are left out (a rule's values are numbers or text).
+    their number (none of the 25 returned by default), such as "trustfam == 'YES' if nociga
+    in [6]"; on CE and NLTCS nothing. A column with more distinct values (a measurement, a
+    year) takes part through its missing values alone: "weight is missing if height is" (a
+    missing value of A counts as a level a). The strongest ``max_rules`` are returned, most
+    records first. Date and timestamp columns are left out (a rule's values are numbers or
+    text).
 
     *Groups of a whole-number column* (age groups of an age in years): when a column A with 2
     to ``max_levels`` levels, each held by at least ``min_records`` records, splits a column X
