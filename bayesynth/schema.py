@@ -559,10 +559,11 @@ def _special_codes(x: np.ndarray) -> np.ndarray:
     return np.zeros(0)
 
 
-def _warn_rare_codes(name: str, x: np.ndarray) -> None:
-    """Warn when a column's negative values are shaped like codes but too rare to be read so.
+def _warn_rare_codes(name: str, neg: np.ndarray, counts: np.ndarray) -> None:
+    """Warn that code-shaped negative values are too rare to be read as codes.
 
-    Called where :func:`_special_codes` found none.
+    ``neg`` and ``counts`` are what :func:`_code_candidates` returns, none held by
+    :data:`MIN_CODE_RECORDS` records.
 
     A sample of a survey file can hold its "not applicable" code in one or two records. Read
     as a number, the code types the column continuous instead of count, and the copula takes
@@ -570,9 +571,6 @@ def _warn_rare_codes(name: str, x: np.ndarray) -> None:
     fewest friends, not as a group of their own whose relations to the other columns the model
     learns.
     """
-    neg, counts = _code_candidates(x)
-    if not len(neg):
-        return
     vals = [int(v) for v in neg]
     held = ", ".join(f"{v} ({c} record{'s' if c > 1 else ''})" for v, c in zip(vals, counts))
     warnings.warn(
@@ -946,12 +944,11 @@ def _infer_one(s: pd.Series, declared: str | None,
     if declared in NUMERIC_TYPES and numeric:
         x = values.to_numpy(dtype=float)
         if declared_codes is None:
-            found = _special_codes(x)
-            if not len(found) and said_count:
-                # declared a count: its code-shaped negative values can only be codes
-                found = _code_candidates(x)[0]
-            elif not len(found):
-                _warn_rare_codes(name, x)
+            found, counts = _code_candidates(x)
+            # declared a count, the column cannot hold negative numbers: codes however rare
+            if len(found) and counts.max() < MIN_CODE_RECORDS and not said_count:
+                _warn_rare_codes(name, found, counts)
+                found = found[:0]
         else:
             found = np.asarray(declared_codes, dtype=float)
         codes = tuple(int(c) if float(c).is_integer() else float(c) for c in found)
