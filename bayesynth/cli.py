@@ -353,7 +353,8 @@ def _special_codes_option(items: Sequence[str] | None) -> dict[str, list[float]]
     out: dict[str, list[float]] = {}
     for item in items or ():
         name, sep, values = item.rpartition("=")  # a code has no "=", a name may
-        if not sep or not name.strip():
+        name = name.strip()
+        if not sep or not name:
             raise BayesynthError(
                 f"--special-codes takes COLUMN=CODE[,CODE...], such as nofriend=-8; got "
                 f"{item!r}.")
@@ -365,11 +366,11 @@ def _special_codes_option(items: Sequence[str] | None) -> dict[str, list[float]]
                 raise BayesynthError(
                     f"--special-codes {item!r}: {v!r} is not a number; a code is a number, "
                     "such as -8.") from None
-        if name.strip() in out:
+        if name in out:
             raise BayesynthError(
-                f"--special-codes names column {name.strip()!r} twice; give all its codes "
-                f"once, such as {name.strip()}=-8,-9.")
-        out[name.strip()] = [int(c) if c.is_integer() else c for c in codes]
+                f"--special-codes names column {name!r} twice; give all its codes once, such "
+                f"as {name}=-8,-9.")
+        out[name] = [int(c) if c.is_integer() else c for c in codes]
     return out
 
 
