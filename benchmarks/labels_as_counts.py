@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 import bayesynth as bs
+from bayesynth.evaluation import crosstab_comparison, tv_distance
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 PAIRS = (("Marital", "Tenure"), ("Marital", "Educ"), ("Tenure", "Educ"), ("Marital", "Urban"),
@@ -41,10 +42,11 @@ PAIRS = (("Marital", "Tenure"), ("Marital", "Educ"), ("Tenure", "Educ"), ("Marit
 
 
 def total_variation(real: pd.DataFrame, syn: pd.DataFrame, cols) -> float:
-    """Total variation between the two tables' joint frequencies of ``cols``."""
-    a = real.groupby(list(cols)).size() / len(real)
-    b = syn.groupby(list(cols)).size() / len(syn)
-    return float(0.5 * a.sub(b, fill_value=0).abs().sum())
+    """Total variation between the two tables' frequencies of one column or a pair."""
+    if len(cols) == 1:
+        return tv_distance(real[cols[0]], syn[cols[0]])
+    table, _ = crosstab_comparison(real, syn, cols)
+    return float(0.5 * table["difference"].abs().sum())
 
 
 def by_level(real: pd.DataFrame, syn: pd.DataFrame, group: str, col: str, stat: str,
