@@ -708,7 +708,6 @@ def synthesis_quantity_table(idata, *, max_draws: int = MAX_DRAWS, n_mc: int | N
     import xarray as xr
 
     arr = np.stack([x for _, _, x in parts], axis=-1)  # (chain, draw, quantity)
-    ds = xr.Dataset({"x": (("chain", "draw", "quantity"), arr)})
     # A conditional mean (or a correlation over the points that show both columns) is
     # undefined in a draw where its level got no Monte Carlo point: a rare level at n_mc
     # points. Its R-hat and ESS are then NaN and it is not judged (its mean and sd are over
@@ -723,7 +722,7 @@ def synthesis_quantity_table(idata, *, max_draws: int = MAX_DRAWS, n_mc: int | N
         # a quantity constant within the chains: R-hat 0/0, NaN (see effective_rhat)
         warnings.simplefilter("ignore", RuntimeWarning)
         if whole.any():
-            ds = ds.isel(quantity=np.flatnonzero(whole))
+            ds = xr.Dataset({"x": (("chain", "draw", "quantity"), arr[..., whole])})
             ess_bulk[whole] = az.ess(ds, method="bulk")["x"].values
             ess_tail[whole] = az.ess(ds, method="tail")["x"].values
             if nc > 1:
