@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 import shutil
 import sys
@@ -380,8 +381,22 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     df = read_table(args.input)
     types = {k: _split(getattr(args, k)) for k in _TYPE_OPTIONS}
     codes = _special_codes_option(args.special_codes)
-    print(infer_schema(df, **types, special_codes=codes).to_json())
+    try:
+        schema = infer_schema(df, **types, special_codes=codes)
+    except BayesynthError as err:  # say the options' names, not the keywords'
+        raise type(err)(_option_spelling(str(err)), column=err.column) from None
+    print(schema.to_json())
     return 0
+
+
+def _option_spelling(message: str) -> str:
+    """Return ``infer_schema``'s message about its keywords with the command line's options.
+
+    ``special_codes names ...`` becomes ``--special-codes names ...`` and ``categorical=[...]
+    names ...`` becomes ``--categorical names ...``; other messages are returned unchanged.
+    """
+    message = re.sub(r"^special_codes (names|gives) ", r"--special-codes \1 ", message)
+    return re.sub(rf"^({'|'.join(_TYPE_OPTIONS)})=\[\.\.\.\] names ", r"--\1 names ", message)
 
 
 def _cmd_saturate(args: argparse.Namespace) -> int:

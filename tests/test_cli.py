@@ -54,10 +54,17 @@ def test_schema_command_takes_types_and_special_codes(tmp_path, capsys):
     assert main(["schema", str(src), "--special-codes", "nofriend="]) == 0  # no codes
     cols = {c["name"]: c for c in json.loads(capsys.readouterr().out)["columns"]}
     assert "special_codes" not in cols["nofriend"]
+    # errors name the options the user typed, not infer_schema's keywords
     for bad, said in (("nofriend=minus8", "'minus8' is not a number"),
-                      ("-8", "COLUMN=CODE"), ("friends=-8", "'friends'")):
+                      ("-8", "COLUMN=CODE"),
+                      ("friends=-8", "--special-codes names column 'friends', which the table "
+                                     "does not have"),
+                      ("nofriend=nan", "--special-codes gives column 'nofriend' the code nan")):
         assert main(["schema", str(src), "--special-codes", bad]) == 2
         assert said in capsys.readouterr().err
+    for typ in ("categorical", "continuous"):
+        assert main(["schema", str(src), f"--{typ}", "tenure,Tenure"]) == 2
+        assert f"error: --{typ} names column 'Tenure', which" in capsys.readouterr().err
     assert main(["schema", str(src), "--special-codes", "nofriend=-8",
                  "--special-codes", "nofriend=-9"]) == 2
     assert "names column 'nofriend' twice" in capsys.readouterr().err
