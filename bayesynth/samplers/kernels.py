@@ -2056,9 +2056,12 @@ def draw_categorical_rows(
     for c in todo:
         j = _column_bounds(zT, c, layout.k_mnp_cols, layout.k_mnp_off, layout.k_mnp_codes,
                            layout.k_lvl_cols, layout.k_lvl_sign, kind, bound)
-        mu0 = np.r_[alpha_mu[j], np.zeros(k)]
-        P0 = np.r_[1.0 / alpha_sd[j] ** 2, lambda_prior_prec[j]].astype(np.float64)
-        cur = np.r_[alpha_full[j], Lambda[j]].astype(np.float64)
+        mu0 = np.zeros(d)  # (intercept, loadings); filled, not np.r_ (slow per call)
+        mu0[0] = alpha_mu[j]
+        P0 = np.empty(d)
+        P0[0], P0[1:] = 1.0 / alpha_sd[j] ** 2, lambda_prior_prec[j]
+        cur = np.empty(d)
+        cur[0], cur[1:] = alpha_full[j], Lambda[j]
         if integrate_eta:
             # given the other columns, eta_i ~ N(m_i, V), so
             # z_ij ~ N(alpha_j + lambda_j' m_i, sd_j^2 + lambda_j' V lambda_j)
@@ -2696,11 +2699,13 @@ def marginal_loadings_logp(
     D[free] = np.exp(-theta)
     Sig = Lambda @ Lambda.T
     Sig.flat[:: Sig.shape[0] + 1] += D
-    try:
-        c = cholesky(Sig, lower=True)
-    except (LinAlgError, ValueError):  # not positive definite, or overflowed
+    if not np.isfinite(Sig).all():  # overflowed (checked once here, not by each SciPy call)
         return -np.inf, np.zeros_like(Lambda), np.zeros_like(theta)
-    Sinv = cho_solve((c, True), np.eye(len(D)))
+    try:
+        c = cholesky(Sig, lower=True, check_finite=False)
+    except (LinAlgError, ValueError):  # not positive definite
+        return -np.inf, np.zeros_like(Lambda), np.zeros_like(theta)
+    Sinv = cho_solve((c, True), np.eye(len(D)), check_finite=False)
     SinvS = Sinv @ S
     logp = (-n * float(np.sum(np.log(np.diag(c)))) - 0.5 * float(np.trace(SinvS))
             - 0.5 * float(np.sum(prior_prec * Lambda**2))

@@ -385,9 +385,23 @@ def _dual_average(initial_step: float, target_accept: float) -> DualAverageAdapt
 
 
 def _compile_point_fn(model: pm.Model, graph):
+    """Return ``point -> value of graph`` at a point of ``model``'s value variables.
+
+    The function takes only the value variables the graph depends on (a PyTensor function
+    checks each input at every call, and the copula's steps call these every iteration). A
+    graph of constants alone (a fixed prior parameter) is evaluated once here and returned
+    read-only at every call.
+    """
     [graph] = model.replace_rvs_by_values([graph])
-    return model.compile_fn(graph, inputs=model.value_vars, on_unused_input="ignore",
-                            point_fn=True)
+    leaves = set(graph_inputs([graph]))
+    names = [v.name for v in model.value_vars if v in leaves]
+    inputs = [v for v in model.value_vars if v in leaves]
+    if all(isinstance(v, Constant) for v in leaves):
+        value = np.array(model.compile_fn(graph, inputs=[], point_fn=False)())
+        value.setflags(write=False)
+        return lambda point: value
+    fn = model.compile_fn(graph, inputs=inputs, point_fn=False)
+    return lambda point: fn(*[point[name] for name in names])
 
 
 def copula_structure(model: pm.Model) -> CopulaStructure:
