@@ -558,10 +558,15 @@ def implied_quantities(
             Lo = L[ord_cols]
             resid = Lo @ Lo.T + np.diag(sig[ord_cols] ** 2) - Sco.T @ beta  # Cov(z_o | c)
             W = shown.astype(float)
-            n_shown = np.maximum(W.sum(axis=0), 1.0)
-            mu = np.where(partial, (M * W).sum(axis=0) / n_shown, 0.0)
-            var = np.where(partial, np.diag(resid) + (W * (M - mu) ** 2).sum(axis=0) / n_shown,
-                           sd[ord_cols] ** 2)
+            MW = M * W  # once per draw, for every block below
+            if partial.any():
+                n_shown = np.maximum(W.sum(axis=0), 1.0)
+                mu = np.where(partial, MW.sum(axis=0) / n_shown, 0.0)
+                var = np.where(partial,
+                               np.diag(resid) + (W * (M - mu) ** 2).sum(axis=0) / n_shown,
+                               sd[ord_cols] ** 2)
+            else:  # every ordered column shown everywhere: its own mean and spread
+                mu, var = np.zeros(n_ord), sd[ord_cols] ** 2
         start = 0
         for b_i, b in enumerate(cats):
             K = len(b["levels"])
@@ -574,7 +579,7 @@ def implied_quantities(
                 onehot = (lev[:, None] == np.arange(K)).astype(float)
                 cnt = onehot.T @ W
                 with np.errstate(invalid="ignore", divide="ignore"):
-                    cm = ((onehot.T @ (M * W)) / cnt - mu) / np.sqrt(var)
+                    cm = ((onehot.T @ MW) / cnt - mu) / np.sqrt(var)
                 cm[cnt == 0] = np.nan
                 cm[:, own[b_i]] = np.nan
                 cmean[s, start:start + K] = cm

@@ -638,6 +638,8 @@ def mnp_levels(u: np.ndarray) -> np.ndarray:
     u = np.asarray(u)
     if u.shape[1] == 0:
         return np.full(len(u), -1, dtype=np.int64)
+    if u.shape[1] == 1:  # two levels: the sign of the one utility (no argmax to take)
+        return np.where(u[:, 0] > 0, 0, -1).astype(np.int64)
     arg = np.argmax(u, axis=1)
     return np.where(u[np.arange(len(u)), arg] > 0, arg, -1).astype(np.int64)
 
