@@ -1,0 +1,75 @@
+"""Milliseconds per sweep of the copula's default steps at small n, where overhead dominates.
+
+The bare sweep (each step's update called in a plain loop, as ``copula_gibbs.py`` does), one
+chain on one core, default model settings (the default number of factors), after 20 warm-up
+sweeps. Tables: ``two-column`` is notebook 01's (a five-level categorical variable and a
+Poisson count given it, n = 1,000, seed 61); a number n is the simulated child-health table of
+that size (seed 2026). Prints the milliseconds of a sweep and of each step.
+
+Usage::
+
+    python benchmarks/sweep_overhead.py two-column 1000 2000 [--iters 300]
+"""
+
+from __future__ import annotations
+
+import _setup  # noqa: F401  (first: one BLAS thread, the repository on sys.path)
+
+# isort: split
+import argparse
+import time
+
+import numpy as np
+import pandas as pd
+
+import bayesynth as bs
+from bayesynth.samplers import assign_copula_steps
+
+
+def two_column(n: int = 1000, seed: int = 61) -> pd.DataFrame:
+    """Notebook 01's table: x1 with five levels, x2 | x1 = l ~ Poisson(r_l)."""
+    rng = np.random.default_rng(seed)
+    p = np.array([0.35, 0.30, 0.20, 0.10, 0.05])
+    rates = np.array([342.0, 345.0, 347.0, 349.0, 353.0])
+    x1 = rng.choice(5, size=n, p=p)
+    return pd.DataFrame({"x1": pd.Categorical.from_codes(x1, ["L1", "L2", "L3", "L4", "L5"]),
+                         "x2": rng.poisson(rates[x1])})
+
+
+def sweep_ms(df: pd.DataFrame, iters: int, seed: int = 1) -> tuple[float, dict[str, float]]:
+    """Return the milliseconds of a sweep and of each step (bare loop, default steps)."""
+    model = bs.models.rank_probit_copula(df)
+    steps = assign_copula_steps(model)
+    rng = np.random.default_rng(seed)
+    for s in steps:
+        s.rng = rng
+    point = dict(model.initial_point())
+    for _ in range(20):  # compile and settle
+        for s in steps:
+            s._update(point)
+    spent = np.zeros(len(steps))
+    t = time.perf_counter()
+    for _ in range(iters):
+        for i, s in enumerate(steps):
+            t_s = time.perf_counter()
+            s._update(point)
+            spent[i] += time.perf_counter() - t_s
+    total = 1e3 * (time.perf_counter() - t) / iters
+    return total, {type(s).__name__: 1e3 * sec / iters for s, sec in zip(steps, spent)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("tables", nargs="+", help="'two-column' or a child-health size n")
+    ap.add_argument("--iters", type=int, default=300)
+    args = ap.parse_args()
+    for name in args.tables:
+        df = two_column() if name == "two-column" else bs.datasets.simulate_child_health(
+            n=int(name), random_seed=2026)
+        total, per = sweep_ms(df, args.iters)
+        print(f"{name}: {total:.2f} ms a sweep ({1e3 / total:.0f} it/s)")
+        print("    " + ", ".join(f"{k} {v:.2f}" for k, v in per.items()))
+
+
+if __name__ == "__main__":
+    main()
