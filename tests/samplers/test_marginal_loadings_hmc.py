@@ -55,6 +55,21 @@ def test_gradient_matches_finite_differences():
     np.testing.assert_allclose(g_th, num_t, rtol=1e-5, atol=1e-5)
 
 
+def test_log_density_is_minus_infinity_where_sigma_overflows_or_is_not_positive_definite():
+    """A trajectory that runs out to loadings so large that Lambda Lambda' overflows, or to a
+    Sigma that is not positive definite, must be rejected: -inf and zero gradients, never the
+    infinite "Cholesky factor" LAPACK returns for an infinite matrix without complaint."""
+    lam, theta, z, d, free, pp = _problem(2)
+    S, n = z.T @ z, z.shape[0]
+    with np.errstate(over="ignore"):
+        lp, g_lam, g_th = marginal_loadings_logp(np.full_like(lam, 1e200), theta, S, n, d,
+                                                 free, pp, 1.0, 1.0)
+    assert lp == -np.inf and not g_lam.any() and not g_th.any()
+    lp, g_lam, g_th = marginal_loadings_logp(lam, theta[:0], S, n, -np.ones_like(d), free[:0],
+                                             pp, 1.0, 1.0)  # negative residual variances
+    assert lp == -np.inf and not g_lam.any()
+
+
 def _grid_posterior(S, n, pp, a, b, d2):
     """Posterior moments of (lambda1 lambda2, lambda1^2, theta) by quadrature (p = 2, k = 1)."""
     l1 = np.linspace(-4, 4, 161)
