@@ -286,3 +286,51 @@ def test_the_default_monte_carlo_error_is_small_against_a_weakly_tied_many_level
     mc_sd = np.std(est, axis=0, ddof=1)
     # (median 0.0157 at 8,000 points; 0.0276 at the 2,000 used before)
     assert np.median(mc_sd) < 0.055 / 3, (N_MC, mc_sd)
+
+
+def test_quantities_do_not_depend_on_the_threads_that_compute_them(monkeypatch):
+    """The draws are computed in fixed chunks, each starting its calibration afresh, so one
+    thread and several give the same numbers bit for bit. Against one chunk for all draws
+    (each draw's calibration started from the previous draw's) the shifts differ within the
+    solve's tolerance, and the quantities only where a Monte Carlo point lies that close to a
+    level's boundary (none here: equal to the last digit, checked with a margin)."""
+    import bayesynth.models.copula_quantities as cq
+    from bayesynth.errors import InvalidParameterError
+
+    blocks = CopulaBlocks(
+        ({"name": "v", "latent": [0, 1], "levels": ["p", "q", "r"], "likelihood": "mnp",
+          "reference": 0, "margins": [0.5, 0.3, 0.2]},
+         {"name": "y", "latent": [2], "levels": ["a", "b"], "likelihood": "mnp",
+          "reference": 0, "margins": [0.6, 0.4]}),
+        ({"name": "t1", "latent": 3, "missing": 5, "missing_share": 0.3},
+         {"name": "t2", "latent": 4}),
+    )
+    rng = np.random.default_rng(5)
+    S = 23
+    Lam = rng.normal(0.0, 0.8, (S, 6, 2))
+    sigma = rng.uniform(0.5, 1.2, (S, 6))
+    alpha = np.zeros((S, 6))
+    alpha[:, :3] = rng.normal(0.0, 0.5, (S, 3))
+    pools = []
+
+    class Pool(cq.ThreadPoolExecutor):
+        def __init__(self, workers):
+            pools.append(workers)
+            super().__init__(workers)
+
+    monkeypatch.setattr(cq, "ThreadPoolExecutor", Pool)
+    monkeypatch.setattr(cq, "CHUNK_DRAWS", 5)
+    monkeypatch.setattr(cq, "THREADS_AFTER_S", 0.0)
+    one = implied_quantities(alpha, Lam, sigma, blocks, n_mc=3000, n_jobs=1)
+    assert pools == []
+    two = implied_quantities(alpha, Lam, sigma, blocks, n_mc=3000, n_jobs=2)
+    assert pools == [2]  # the four chunks after the first, on two threads
+    for key in one:
+        np.testing.assert_array_equal(one[key], two[key], err_msg=key)
+    monkeypatch.setattr(cq, "CHUNK_DRAWS", 10**6)
+    whole = implied_quantities(alpha, Lam, sigma, blocks, n_mc=3000)
+    for key in ("category_prob", "conditional_mean", "pair_mi", "ordered_corr"):
+        np.testing.assert_allclose(whole[key], one[key], atol=1e-4, err_msg=key)
+    for bad in (0, 1.5, True):
+        with np.testing.assert_raises(InvalidParameterError):
+            implied_quantities(alpha, Lam, sigma, blocks, n_mc=100, n_jobs=bad)
