@@ -2483,6 +2483,85 @@ def draw_warp(
                 rec_start + sizes, rec_idx, np.empty(n), np.empty(n), 60)
 
 
+def draw_log_gig(rng: np.random.Generator, lam: np.ndarray, omega: np.ndarray,
+                 max_rounds: int = 1000) -> np.ndarray:
+    """Draw y = log x for x ~ GIG(lam, omega), density propto x^(lam - 1) exp(-omega (x + 1/x) / 2).
+
+    The density of y, propto exp(h(y)) with h(y) = lam y - omega cosh(y), is log-concave for
+    every real lam and omega > 0 (h'' = -omega cosh(y) < 0), so the tangents of h bound it
+    from above. Exact rejection sampling from the hull of the three tangents at the mode m
+    (sinh(m) = lam / omega) and at m -+ one Laplace standard deviation
+    (1 / sqrt(omega cosh(m))): two exponential tails and a flat top between the tangents'
+    intersections, accepting y with probability exp(h(y) - hull(y)). On a normal density this
+    hull holds 3 / sqrt(2 pi) of its mass: about 84% of the proposals are accepted, and
+    almost as many for the concentrated densities of :func:`draw_factor_scale`. Vectorised over
+    the entries; SciPy's ``geninvgauss`` draws one scalar at a time in Python (about 0.35 ms
+    each), which was most of :func:`draw_factor_scale`'s time.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Random generator.
+    lam, omega : numpy.ndarray, same shape
+        GIG parameters, omega > 0 and finite.
+    max_rounds : int, default 1000
+        Rounds of proposals for the entries still rejected; a round accepts each with
+        probability at least about 0.8, so the limit is never reached in practice (a
+        ``RuntimeError`` if it is).
+
+    Returns
+    -------
+    numpy.ndarray
+        log x, the shape of ``lam``.
+
+    References
+    ----------
+    Devroye, L. (1986). *Non-Uniform Random Variate Generation*, section VII.2 (log-concave
+    densities). Springer.
+    """
+    lam, omega = np.broadcast_arrays(np.asarray(lam, dtype=float),
+                                     np.asarray(omega, dtype=float))
+    shape = lam.shape
+    lam, omega = lam.ravel(), omega.ravel()
+    if not (np.all(omega > 0) and np.all(np.isfinite(omega)) and np.all(np.isfinite(lam))):
+        raise ValueError("draw_log_gig: omega must be positive and finite, lam finite.")
+    m = np.arcsinh(lam / omega)
+
+    def g(y, i):  # h(y) - h(m) of entries i, without cancellation of the two cosh terms
+        return lam[i] * (y - m[i]) - 2.0 * omega[i] * np.sinh(0.5 * (y + m[i])) * np.sinh(
+            0.5 * (y - m[i]))
+
+    every = np.arange(len(lam))
+    delta = 1.0 / np.sqrt(omega * np.cosh(m))  # the Laplace approximation's sd
+    yl, yr = m - delta, m + delta
+    sl = lam - omega * np.sinh(yl)  # h'(yl) > 0
+    sr = lam - omega * np.sinh(yr)  # h'(yr) < 0
+    z1 = yl - g(yl, every) / sl  # where the tangent at yl reaches the top, h(m)
+    z2 = yr - g(yr, every) / sr
+    mass = np.stack([1.0 / sl, z2 - z1, -1.0 / sr])  # left tail, top, right tail
+    c1 = mass[0] / mass.sum(axis=0)
+    c2 = (mass[0] + mass[1]) / mass.sum(axis=0)
+    out = np.empty(len(lam))
+    todo = every
+    for _ in range(max_rounds):
+        if not len(todo):
+            return out.reshape(shape)
+        t = len(todo)
+        u, e, log_v = rng.random(t), rng.standard_exponential(t), -rng.standard_exponential(t)
+        a, b = c1[todo], c2[todo]
+        left, top = u < a, (u >= a) & (u < b)
+        lo, hi, s_l, s_r = z1[todo], z2[todo], sl[todo], sr[todo]
+        y = np.where(left, lo - e / s_l,
+                     np.where(top, lo + (u - a) / np.maximum(b - a, 1e-300) * (hi - lo),
+                              hi - e / s_r))
+        hull = np.where(left, s_l * (y - lo), np.where(top, 0.0, s_r * (y - hi)))
+        ok = log_v <= g(y, todo) - hull
+        out[todo[ok]] = y[ok]
+        todo = todo[~ok]
+    raise RuntimeError(f"draw_log_gig: {len(todo)} entries still rejected after {max_rounds} "
+                       "rounds of proposals; the parameters are outside what it was built for.")
+
+
 def draw_factor_scale(
     rng: np.random.Generator,
     eta: np.ndarray,
@@ -2501,7 +2580,8 @@ def draw_factor_scale(
         p(u) propto u^((n - p)/2 - 1) exp(-(A u + B / u) / 2),
         A = sum_i eta_ih^2,   B = sum_j prior_prec_jh lambda_jh^2,
 
-    drawn exactly: the parameter expansion of Ghosh & Dunson (2009) as a group move.
+    drawn exactly (:func:`draw_log_gig`; until 2026-12-07 by SciPy's ``geninvgauss``, one
+    scalar at a time): the parameter expansion of Ghosh & Dunson (2009) as a group move.
 
     Parameters
     ----------
@@ -2525,15 +2605,14 @@ def draw_factor_scale(
     computation in Bayesian factor analysis. *Journal of Computational and Graphical
     Statistics*, 18(2), 306-320.
     """
-    from scipy.stats import geninvgauss
-
     n, k = eta.shape
     p = Lambda.shape[0]
     A = np.maximum(np.einsum("ih,ih->h", eta, eta), 1e-300)
     B = np.maximum(np.einsum("jh,jh->h", prior_prec, Lambda**2), 1e-300)
-    lam = 0.5 * (n - p)
-    u = geninvgauss.rvs(lam, np.sqrt(A * B), scale=np.sqrt(B / A), random_state=rng)
-    return np.sqrt(np.atleast_1d(u))
+    lam = np.full(k, 0.5 * (n - p))
+    # u = sqrt(B / A) x with x ~ GIG(lam, sqrt(A B)); c = sqrt(u), from log x
+    y = draw_log_gig(rng, lam, np.sqrt(A) * np.sqrt(B))
+    return np.exp(0.5 * (y + 0.5 * (np.log(B) - np.log(A))))
 
 
 @numba.njit(cache=True)

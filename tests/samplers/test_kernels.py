@@ -522,6 +522,30 @@ def test_utility_scale_conditional_is_the_orbit_density(rng):
     assert abs(draws.std() - sdv) < 0.03 * sdv
 
 
+@pytest.mark.parametrize("lam, omega", [(500.0, 2000.0), (0.5, 0.3), (-2.0, 5.0),
+                                         (3.0, 0.01), (-40.0, 1.0), (2.0, 300.0), (12.0, 12.0)])
+def test_log_gig_draws_follow_scipys_gig(rng, lam, omega):
+    """draw_log_gig's rejection sampler against SciPy's GIG distribution function, from
+    concentrated (the factor scale move's: lam = (n - p) / 2 in the hundreds) to heavy-tailed
+    and negative lam."""
+    y = K.draw_log_gig(rng, np.full(20_000, lam), np.full(20_000, omega))
+    assert stats.kstest(np.exp(y), stats.geninvgauss(lam, omega).cdf).pvalue > P_MIN
+
+
+def test_log_gig_draws_where_scipy_cannot_judge(rng):
+    """Far outside SciPy's numerical range: lam = omega = 10^5 (log x nearly normal, mean and
+    sd from the Laplace approximation at the mode, exact to O(1 / lam)) and omega -> 0
+    (x -> Gamma(lam, rate omega / 2))."""
+    y = K.draw_log_gig(rng, np.full(20_000, 1e5), np.full(20_000, 1e5))
+    m, sd = np.arcsinh(1.0), 1.0 / np.sqrt(1e5 * np.cosh(np.arcsinh(1.0)))
+    assert abs(y.mean() - m) < 4.5 * sd / np.sqrt(len(y))
+    assert abs(y.std() - sd) < 0.03 * sd
+    x = np.exp(K.draw_log_gig(rng, np.full(20_000, 3.0), np.full(20_000, 1e-9)))
+    assert stats.kstest(x, stats.gamma(3.0, scale=2.0 / 1e-9).cdf).pvalue > P_MIN
+    with pytest.raises(ValueError, match="omega must be positive"):
+        K.draw_log_gig(rng, np.ones(2), np.array([1.0, 0.0]))
+
+
 def test_factor_scale_conditional_is_the_orbit_density(rng):
     """c of the factor scale move: orbit (eta_h c, lambda_h / c) with Jacobian c^n c^-p and Haar
     dc / c, against the density integrated numerically from the priors."""
