@@ -2492,9 +2492,10 @@ def draw_log_gig(rng: np.random.Generator, lam: np.ndarray, omega: np.ndarray,
     from above. Exact rejection sampling from the hull of the three tangents at the mode m
     (sinh(m) = lam / omega) and at m -+ one Laplace standard deviation
     (1 / sqrt(omega cosh(m))): two exponential tails and a flat top between the tangents'
-    intersections, accepting y with probability exp(h(y) - hull(y)). On a normal density this
-    hull holds 3 / sqrt(2 pi) of its mass: about 84% of the proposals are accepted, and
-    almost as many for the concentrated densities of :func:`draw_factor_scale`. Vectorised over
+    intersections, accepting y with probability exp(h(y) - hull(y)). On a normal density the
+    hull's mass is 3 / sqrt(2 pi) = 1.20 times the density's, so 84% of the proposals are
+    accepted; by quadrature, 0.836 for the concentrated densities of :func:`draw_factor_scale`
+    (lam 500-900, omega 100-20,000) and 0.80-0.84 for lam -40 to 3, omega 0.01 to 5. Vectorised over
     the entries; SciPy's ``geninvgauss`` draws one scalar at a time in Python (about 0.35 ms
     each), which was most of :func:`draw_factor_scale`'s time.
 
@@ -2505,9 +2506,9 @@ def draw_log_gig(rng: np.random.Generator, lam: np.ndarray, omega: np.ndarray,
     lam, omega : numpy.ndarray, same shape
         GIG parameters, omega > 0 and finite.
     max_rounds : int, default 1000
-        Rounds of proposals for the entries still rejected; a round accepts each with
-        probability at least about 0.8, so the limit is never reached in practice (a
-        ``RuntimeError`` if it is).
+        Rounds of proposals for the entries still rejected; a round accepted each with
+        probability 0.80 or more wherever measured (above), so the limit is not reached in
+        practice (a ``RuntimeError`` if it is).
 
     Returns
     -------
