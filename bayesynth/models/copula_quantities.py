@@ -56,11 +56,8 @@ are valid; the probabilities are normalised over them and ``valid_share`` report
 from __future__ import annotations
 
 import json
-import os
-import time
 import warnings
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import arviz as az
@@ -103,43 +100,6 @@ N_MC = 8000
 #: converged chains; the cost is linear in the draws (about 2 ms a draw on the demo table at
 #: 2,000 Monte Carlo points; at 8,000, 10-11 ms against 3.6 on six SD2011 columns, p* = 24).
 MAX_DRAWS = 4000
-
-#: Draws per chunk of :func:`implied_quantities`. Each chunk starts its calibration shifts
-#: afresh, so the chunks, fixed in advance, are computed the same whether one thread or several
-#: take them.
-CHUNK_DRAWS = 250
-
-#: :func:`implied_quantities` hands the chunks after the first to ``n_jobs`` threads when the
-#: first chunk's time projects the rest to take longer than this many seconds (NumPy releases
-#: the GIL in its large array operations; smaller problems are not worth the threads).
-THREADS_AFTER_S = 10.0
-
-
-def _available_cores() -> int:
-    """Return the number of cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-def _in_chunks(run: Callable[[int, int], None], S: int, n_jobs: int | None) -> None:
-    """Call ``run(s0, s1)`` on the fixed chunks of ``range(S)``, in threads when it pays."""
-    chunks = [(a, min(a + CHUNK_DRAWS, S)) for a in range(0, S, CHUNK_DRAWS)]
-    if not chunks:
-        return
-    t = time.perf_counter()
-    run(*chunks[0])
-    rest = chunks[1:]
-    workers = min(_available_cores() if n_jobs is None else n_jobs, len(rest))
-    if workers > 1 and (time.perf_counter() - t) * len(rest) > THREADS_AFTER_S:
-        with ThreadPoolExecutor(workers) as pool:
-            for job in [pool.submit(run, a, b) for a, b in rest]:
-                job.result()  # (raises what the chunk raised)
-    else:
-        for a, b in rest:
-            run(a, b)
-
 
 #: Values of ``categorical_margins``: ``"data"`` judges the quantities with each draw's
 #: intercepts shifted to the data's level frequencies (what ``CopulaSynthesizer`` does by
@@ -417,7 +377,6 @@ def implied_quantities(
     random_seed: int = 0,
     pairs: bool = True,
     categorical_margins: str = "data",
-    n_jobs: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Compute the implied level probabilities, pair associations and conditional means.
 
@@ -455,10 +414,6 @@ def implied_quantities(
         (:func:`~bayesynth.models.level_calibration.calibrate_block`, as the synthesizer does
         by default); the quantities are those of the calibrated draw. ``"model"``: the draw's
         own intercepts.
-    n_jobs : int, optional
-        Threads for the draws, in chunks of :data:`CHUNK_DRAWS` (default: the cores this
-        process may use). They are used only where the first chunk's time projects the rest
-        to take more than :data:`THREADS_AFTER_S` seconds; the result does not depend on them.
 
     Returns
     -------
@@ -477,12 +432,6 @@ def implied_quantities(
         shifted to the data's margins.
     """
     check_categorical_margins(categorical_margins)
-    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer))
-                               or n_jobs < 1):
-        from bayesynth.errors import InvalidParameterError
-
-        raise InvalidParameterError(f"n_jobs must be a positive integer or None; got {n_jobs!r}.",
-                                    column="n_jobs")
     S, p, k = Lambda.shape
     rng = np.random.default_rng(random_seed)
     cats, ords = blocks.categorical, blocks.ordered
@@ -521,149 +470,141 @@ def implied_quantities(
            "calibrated": calibrated}
     if not len(c_cols):
         return out
-    # Calibration targets of the blocks shifted to the data's margins
-    targets = {}
+    # Calibration targets and each block's last shift (consecutive draws are close, so the
+    # previous draw's shift is a good start; the solution does not depend on the start).
+    targets, shifts = {}, {}
     for b_i in np.flatnonzero(calibrated):
         b = cats[b_i]
         margin = np.asarray(b["margins"], dtype=float)
         targets[b_i] = margin[[h for h in range(len(b["levels"])) if h != b["reference"]]]
+        shifts[b_i] = np.zeros(len(b["latent"]))
+    for s in range(S):
+        L, sig = Lambda[s], sigma[s]
+        sd = np.sqrt((L**2).sum(axis=1) + sig**2)
+        Lc = L[c_cols]
+        Scc = Lc @ Lc.T + np.diag(sig[c_cols] ** 2)
+        dev = xi @ np.linalg.cholesky(Scc).T  # c - alpha_c
+        u = alpha_full[s, c_cols] + dev
+        for b_i, target in targets.items():
+            blk = slice(offsets[b_i], offsets[b_i + 1])
+            a0 = alpha_full[s, c_cols[blk]]
+            # tol: the hard shares over n_mc points resolve 1 / n_mc at best
+            a = calibrate_block(a0 + shifts[b_i], dev[:, blk], target, tol=1e-6)
+            shifts[b_i] = a - a0
+            u[:, blk] = a + dev[:, blk]
+        levels = []
+        for b_i, b in enumerate(cats):
+            lev = _levels(b, u[:, offsets[b_i]:offsets[b_i + 1]])
+            valid[s, b_i] = np.mean(lev >= 0)
+            levels.append(lev)
+        ruled = np.zeros((n_mc, n_ord), dtype=bool)
+        absent = np.zeros((n_mc, n_ord), dtype=bool)  # missing: by a rule or its indicator
 
-    def run(s0: int, s1: int) -> None:
-        # Draws s0 to s1 - 1, written into the output arrays. Each block's shift starts from
-        # zero (the draw's own intercepts) at s0 and from the previous draw's shift after it:
-        # consecutive draws are close, so that start saves Newton steps; the solution does
-        # not depend on the start beyond the solve's tolerance, and the chunks are fixed, so
-        # the quantities do not depend on how many threads compute them.
-        shifts = {b_i: np.zeros(len(cats[b_i]["latent"])) for b_i in targets}
-        for s in range(s0, s1):
-            L, sig = Lambda[s], sigma[s]
-            sd = np.sqrt((L**2).sum(axis=1) + sig**2)
-            Lc = L[c_cols]
-            Scc = Lc @ Lc.T + np.diag(sig[c_cols] ** 2)
-            dev = xi @ np.linalg.cholesky(Scc).T  # c - alpha_c
-            u = alpha_full[s, c_cols] + dev
-            for b_i, target in targets.items():
-                blk = slice(offsets[b_i], offsets[b_i + 1])
-                a0 = alpha_full[s, c_cols[blk]]
-                # tol: the hard shares over n_mc points resolve 1 / n_mc at best
-                a = calibrate_block(a0 + shifts[b_i], dev[:, blk], target, tol=1e-6)
-                shifts[b_i] = a - a0
-                u[:, blk] = a + dev[:, blk]
-            levels = []
-            for b_i, b in enumerate(cats):
-                lev = _levels(b, u[:, offsets[b_i]:offsets[b_i + 1]])
-                valid[s, b_i] = np.mean(lev >= 0)
-                levels.append(lev)
-            ruled = np.zeros((n_mc, n_ord), dtype=bool)
-            absent = np.zeros((n_mc, n_ord), dtype=bool)  # missing: by a rule or its indicator
+        def apply(r):
+            cond = np.ones(n_mc, dtype=bool)
+            for b_i, idx in r["when"]:
+                cond &= np.isin(levels[b_i], idx)
+            for i_m in r.get("when_missing", ()):
+                cond &= absent[:, i_m]
+            if "block" in r:
+                levels[r["block"]] = np.where(cond, r["level"], levels[r["block"]])
+                return
+            i = r["ordered"]
+            ruled[cond, i] = True
+            if r.get("missing"):
+                absent[cond, i] = True
+            cb = ords[i].get("code_block")
+            if cb is not None:
+                levels[cb] = np.where(cond, r["code_level"], levels[cb])
 
-            def apply(r):
-                cond = np.ones(n_mc, dtype=bool)
-                for b_i, idx in r["when"]:
-                    cond &= np.isin(levels[b_i], idx)
-                for i_m in r.get("when_missing", ()):
-                    cond &= absent[:, i_m]
-                if "block" in r:
-                    levels[r["block"]] = np.where(cond, r["level"], levels[r["block"]])
-                    return
-                i = r["ordered"]
-                ruled[cond, i] = True
-                if r.get("missing"):
-                    absent[cond, i] = True
-                cb = ords[i].get("code_block")
-                if cb is not None:
-                    levels[cb] = np.where(cond, r["code_level"], levels[cb])
-
-            for r in blocks.rules:  # in order, on the observable levels, as synthesis does
-                if not r.get("when_missing"):
-                    apply(r)
-            for i in miss_order:
-                # a rule on which columns are missing, once those are known (synthesis reads
-                # them off its first decoding)
-                for r in deferred[i]:
-                    apply(r)
-                if i not in miss_at:
-                    continue
-                j, col, share = miss_at[i]
-                # Missing where the indicator is above its (1 - share) point; synthesis reads that
-                # point off the ranks among the records no rule fixes, so here too.
-                x = u[:, n_c + j] / sd[col]
-                free = ~ruled[:, i]
-                if not free.any():
-                    continue
-                if free.all():
-                    thr = ndtri(1.0 - share) if 0.0 < share < 1.0 else (np.inf if share <= 0
-                                                                        else -np.inf)
-                else:
-                    thr = np.quantile(x[free], 1.0 - share)
-                gone = free & (x > thr)
-                absent[:, i] |= gone
-                cb = ords[i].get("code_block")
-                if cb is not None:  # a missing value shows no code either
-                    levels[cb] = np.where(gone, -1, levels[cb])
-            for r in late:  # rules on missing values that fix a categorical variable
+        for r in blocks.rules:  # in order, on the observable levels, as synthesis does
+            if not r.get("when_missing"):
                 apply(r)
-            shown = ~ruled & ~absent  # (a rule's missing values are among its ruled points)
-            for i, o in enumerate(ords):  # a special code replaces the value
-                if o.get("code_block") is not None:
-                    shown[:, i] &= levels[o["code_block"]] == value_level[o["code_block"]]
-            shown_share[s] = shown.mean(axis=0)
+        for i in miss_order:
+            # a rule on which columns are missing, once those are known (synthesis reads
+            # them off its first decoding)
+            for r in deferred[i]:
+                apply(r)
+            if i not in miss_at:
+                continue
+            j, col, share = miss_at[i]
+            # Missing where the indicator is above its (1 - share) point; synthesis reads that
+            # point off the ranks among the records no rule fixes, so here too.
+            x = u[:, n_c + j] / sd[col]
+            free = ~ruled[:, i]
+            if not free.any():
+                continue
+            if free.all():
+                thr = ndtri(1.0 - share) if 0.0 < share < 1.0 else (np.inf if share <= 0
+                                                                    else -np.inf)
+            else:
+                thr = np.quantile(x[free], 1.0 - share)
+            gone = free & (x > thr)
+            absent[:, i] |= gone
+            cb = ords[i].get("code_block")
+            if cb is not None:  # a missing value shows no code either
+                levels[cb] = np.where(gone, -1, levels[cb])
+        for r in late:  # rules on missing values that fix a categorical variable
+            apply(r)
+        shown = ~ruled & ~absent  # (a rule's missing values are among its ruled points)
+        for i, o in enumerate(ords):  # a special code replaces the value
+            if o.get("code_block") is not None:
+                shown[:, i] &= levels[o["code_block"]] == value_level[o["code_block"]]
+        shown_share[s] = shown.mean(axis=0)
+        if n_ord:
+            Sco = Lc @ L[ord_cols].T
+            beta = np.linalg.solve(Scc, Sco)
+            M = dev @ beta  # E[z_t | c], (n_mc, n_ord)
+            Lo = L[ord_cols]
+            resid = Lo @ Lo.T + np.diag(sig[ord_cols] ** 2) - Sco.T @ beta  # Cov(z_o | c)
+            W = shown.astype(float)
+            MW = M * W  # once per draw, for every block below
+            if partial.any():
+                n_shown = np.maximum(W.sum(axis=0), 1.0)
+                mu = np.where(partial, MW.sum(axis=0) / n_shown, 0.0)
+                var = np.where(partial,
+                               np.diag(resid) + (W * (M - mu) ** 2).sum(axis=0) / n_shown,
+                               sd[ord_cols] ** 2)
+            else:  # every ordered column shown everywhere: its own mean and spread
+                mu, var = np.zeros(n_ord), sd[ord_cols] ** 2
+        start = 0
+        for b_i, b in enumerate(cats):
+            K = len(b["levels"])
+            lev = levels[b_i]
+            ok = lev >= 0
+            counts = np.bincount(lev[ok], minlength=K)
+            if counts.sum():
+                prob[s, start:start + K] = counts / counts.sum()
             if n_ord:
-                Sco = Lc @ L[ord_cols].T
-                beta = np.linalg.solve(Scc, Sco)
-                M = dev @ beta  # E[z_t | c], (n_mc, n_ord)
-                Lo = L[ord_cols]
-                resid = Lo @ Lo.T + np.diag(sig[ord_cols] ** 2) - Sco.T @ beta  # Cov(z_o | c)
-                W = shown.astype(float)
-                MW = M * W  # once per draw, for every block below
-                if partial.any():
-                    n_shown = np.maximum(W.sum(axis=0), 1.0)
-                    mu = np.where(partial, MW.sum(axis=0) / n_shown, 0.0)
-                    var = np.where(partial,
-                                   np.diag(resid) + (W * (M - mu) ** 2).sum(axis=0) / n_shown,
-                                   sd[ord_cols] ** 2)
-                else:  # every ordered column shown everywhere: its own mean and spread
-                    mu, var = np.zeros(n_ord), sd[ord_cols] ** 2
-            start = 0
-            for b_i, b in enumerate(cats):
-                K = len(b["levels"])
-                lev = levels[b_i]
-                ok = lev >= 0
-                counts = np.bincount(lev[ok], minlength=K)
-                if counts.sum():
-                    prob[s, start:start + K] = counts / counts.sum()
-                if n_ord:
-                    onehot = (lev[:, None] == np.arange(K)).astype(float)
-                    cnt = onehot.T @ W
-                    with np.errstate(invalid="ignore", divide="ignore"):
-                        cm = ((onehot.T @ MW) / cnt - mu) / np.sqrt(var)
-                    cm[cnt == 0] = np.nan
-                    cm[:, own[b_i]] = np.nan
-                    cmean[s, start:start + K] = cm
-                start += K
-            for a, b in opairs:
-                w = shown[:, a] & shown[:, b]
-                if w.sum() < 2:
-                    continue
-                ma, mb = M[w, a], M[w, b]
-                ca, cb_ = ma - ma.mean(), mb - mb.mean()
-                cov = resid[a, b] + float(ca @ cb_) / len(ma)
-                va = resid[a, a] + float(ca @ ca) / len(ma)
-                vb = resid[b, b] + float(cb_ @ cb_) / len(mb)
-                ocorr[s, a, b] = ocorr[s, b, a] = cov / np.sqrt(va * vb)
-            for r, (a, b) in enumerate(pair_list):
-                la, lb = levels[a], levels[b]
-                ok = (la >= 0) & (lb >= 0)
-                Ka, Kb = len(cats[a]["levels"]), len(cats[b]["levels"])
-                tab = np.bincount(la[ok] * Kb + lb[ok], minlength=Ka * Kb).reshape(Ka, Kb)
-                tot = tab.sum()
-                if tot:
-                    pj = tab / tot
-                    outer = pj.sum(1, keepdims=True) @ pj.sum(0, keepdims=True)
-                    nz = pj > 0
-                    pmi[s, r] = float((pj[nz] * np.log(pj[nz] / outer[nz])).sum())
-
-    _in_chunks(run, S, n_jobs)
+                onehot = (lev[:, None] == np.arange(K)).astype(float)
+                cnt = onehot.T @ W
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    cm = ((onehot.T @ MW) / cnt - mu) / np.sqrt(var)
+                cm[cnt == 0] = np.nan
+                cm[:, own[b_i]] = np.nan
+                cmean[s, start:start + K] = cm
+            start += K
+        for a, b in opairs:
+            w = shown[:, a] & shown[:, b]
+            if w.sum() < 2:
+                continue
+            ma, mb = M[w, a], M[w, b]
+            ca, cb_ = ma - ma.mean(), mb - mb.mean()
+            cov = resid[a, b] + float(ca @ cb_) / len(ma)
+            va = resid[a, a] + float(ca @ ca) / len(ma)
+            vb = resid[b, b] + float(cb_ @ cb_) / len(mb)
+            ocorr[s, a, b] = ocorr[s, b, a] = cov / np.sqrt(va * vb)
+        for r, (a, b) in enumerate(pair_list):
+            la, lb = levels[a], levels[b]
+            ok = (la >= 0) & (lb >= 0)
+            Ka, Kb = len(cats[a]["levels"]), len(cats[b]["levels"])
+            tab = np.bincount(la[ok] * Kb + lb[ok], minlength=Ka * Kb).reshape(Ka, Kb)
+            tot = tab.sum()
+            if tot:
+                pj = tab / tot
+                outer = pj.sum(1, keepdims=True) @ pj.sum(0, keepdims=True)
+                nz = pj > 0
+                pmi[s, r] = float((pj[nz] * np.log(pj[nz] / outer[nz])).sum())
     return out
 
 
@@ -687,8 +628,8 @@ def _stacked(post, name: str) -> np.ndarray:
 
 
 def synthesis_quantity_table(idata, *, max_draws: int = MAX_DRAWS, n_mc: int | None = None,
-                             model=None, categorical_margins: str = "data",
-                             n_jobs: int | None = None) -> tuple[pd.DataFrame, int]:
+                             model=None, categorical_margins: str = "data"
+                             ) -> tuple[pd.DataFrame, int]:
     """Compute R-hat and ESS of every quantity synthesis uses.
 
     See :func:`bayesynth.evaluation.synthesis_diagnostics`.
@@ -709,9 +650,6 @@ def synthesis_quantity_table(idata, *, max_draws: int = MAX_DRAWS, n_mc: int | N
         categorical margins calibrated to the data (see :func:`implied_quantities`), and leaves
         out the level probabilities of the calibrated variables (equal to the data's shares in
         every draw, up to the Monte Carlo points' resolution).
-    n_jobs : int, optional
-        Threads of :func:`implied_quantities` (default: the cores this process may use); the
-        table does not depend on them.
 
     Returns
     -------
@@ -740,7 +678,7 @@ def synthesis_quantity_table(idata, *, max_draws: int = MAX_DRAWS, n_mc: int | N
         lvl = [latent.index(str(v)) for v in sub.coords["level"].values]
         af[:, lvl] = _stacked(sub, "alpha").reshape(nc * nd2, -1)
     q = implied_quantities(af, Lam, sig, blocks, n_mc=n_mc or N_MC,
-                           categorical_margins=categorical_margins, n_jobs=n_jobs)
+                           categorical_margins=categorical_margins)
     parts: list[tuple[str, str, np.ndarray]] = []
     ords = blocks.ordered_names
     oidx = [latent.index(o) for o in ords]
