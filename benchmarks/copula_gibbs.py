@@ -35,17 +35,18 @@ from bayesynth.samplers import assign_copula_steps
 
 
 def bare_seconds_per_iter(model, iters: int, seed: int, collapse: bool,
-                          per_step: dict[str, float] | None = None) -> float:
+                          per_step: dict[str, float] | None = None, warmup: int = 5) -> float:
     """Run the sweep by calling each step's update directly on a plain dict (no PyMC loop).
 
-    With ``per_step`` (a dict), also fill it with each step's seconds per iteration.
+    With ``per_step`` (a dict), also fill it with each step's seconds per iteration. The
+    first ``warmup`` sweeps (compilation, buffers) are not timed.
     """
     steps = assign_copula_steps(model, collapse_levels=collapse)
     rng = np.random.default_rng(seed)
     for s in steps:
         s.rng = rng
     point = dict(model.initial_point())
-    for _ in range(5):  # warm-up: compile and settle buffers
+    for _ in range(warmup):  # compile and settle buffers
         for s in steps:
             s._update(point)
     spent = np.zeros(len(steps))

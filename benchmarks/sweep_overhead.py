@@ -1,8 +1,8 @@
 """Milliseconds per sweep of the copula's default steps at small n, where overhead dominates.
 
-The bare sweep (each step's update called in a plain loop, as ``copula_gibbs.py`` does), one
-chain on one core, default model settings (the default number of factors), after 20 warm-up
-sweeps. Tables: ``two-column`` is notebook 01's (a five-level categorical variable and a
+The bare sweep (each step's update called in a plain loop: ``copula_gibbs.py``'s
+``bare_seconds_per_iter``), one chain on one core, default model settings (the default number
+of factors), after 20 warm-up sweeps. Tables: ``two-column`` is notebook 01's (a five-level categorical variable and a
 Poisson count given it, n = 1,000, seed 61); a number n is the simulated child-health table of
 that size (seed 2026). Prints the milliseconds of a sweep and of each step.
 
@@ -17,13 +17,12 @@ import _setup  # noqa: F401  (first: one BLAS thread, the repository on sys.path
 
 # isort: split
 import argparse
-import time
 
 import numpy as np
 import pandas as pd
+from copula_gibbs import bare_seconds_per_iter
 
 import bayesynth as bs
-from bayesynth.samplers import assign_copula_steps
 
 
 def two_column(n: int = 1000, seed: int = 61) -> pd.DataFrame:
@@ -38,24 +37,10 @@ def two_column(n: int = 1000, seed: int = 61) -> pd.DataFrame:
 
 def sweep_ms(df: pd.DataFrame, iters: int, seed: int = 1) -> tuple[float, dict[str, float]]:
     """Return the milliseconds of a sweep and of each step (bare loop, default steps)."""
-    model = bs.models.rank_probit_copula(df)
-    steps = assign_copula_steps(model)
-    rng = np.random.default_rng(seed)
-    for s in steps:
-        s.rng = rng
-    point = dict(model.initial_point())
-    for _ in range(20):  # compile and settle
-        for s in steps:
-            s._update(point)
-    spent = np.zeros(len(steps))
-    t = time.perf_counter()
-    for _ in range(iters):
-        for i, s in enumerate(steps):
-            t_s = time.perf_counter()
-            s._update(point)
-            spent[i] += time.perf_counter() - t_s
-    total = 1e3 * (time.perf_counter() - t) / iters
-    return total, {type(s).__name__: 1e3 * sec / iters for s, sec in zip(steps, spent)}
+    per_step: dict[str, float] = {}
+    sec = bare_seconds_per_iter(bs.models.rank_probit_copula(df), iters, seed, False,
+                                per_step, warmup=20)
+    return 1e3 * sec, {name: 1e3 * v for name, v in per_step.items()}
 
 
 def main() -> None:
