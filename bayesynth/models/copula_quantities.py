@@ -456,6 +456,7 @@ def implied_quantities(
         else []
     opairs = [(a, b) for a in range(n_ord) for b in range(a + 1, n_ord)
               if partial[a] or partial[b]]
+    any_partial = bool(partial.any())
     xi = rng.standard_normal((n_mc, len(c_cols)))
     prob = np.zeros((S, n_cat))
     cmean = np.full((S, n_cat, n_ord), np.nan)
@@ -559,7 +560,7 @@ def implied_quantities(
             resid = Lo @ Lo.T + np.diag(sig[ord_cols] ** 2) - Sco.T @ beta  # Cov(z_o | c)
             W = shown.astype(float)
             MW = M * W  # once per draw, for every block below
-            if partial.any():
+            if any_partial:
                 n_shown = np.maximum(W.sum(axis=0), 1.0)
                 mu = np.where(partial, MW.sum(axis=0) / n_shown, 0.0)
                 var = np.where(partial,

@@ -2540,8 +2540,8 @@ def draw_log_gig(rng: np.random.Generator, lam: np.ndarray, omega: np.ndarray,
     z1 = yl - g(yl, every) / sl  # where the tangent at yl reaches the top, h(m)
     z2 = yr - g(yr, every) / sr
     mass = np.stack([1.0 / sl, z2 - z1, -1.0 / sr])  # left tail, top, right tail
-    c1 = mass[0] / mass.sum(axis=0)
-    c2 = (mass[0] + mass[1]) / mass.sum(axis=0)
+    total = mass.sum(axis=0)
+    c1, c2 = mass[0] / total, (mass[0] + mass[1]) / total
     out = np.empty(len(lam))
     todo = every
     for _ in range(max_rounds):

@@ -394,8 +394,8 @@ def _compile_point_fn(model: pm.Model, graph):
     """
     [graph] = model.replace_rvs_by_values([graph])
     leaves = set(graph_inputs([graph]))
-    names = [v.name for v in model.value_vars if v in leaves]
     inputs = [v for v in model.value_vars if v in leaves]
+    names = [v.name for v in inputs]
     if all(isinstance(v, Constant) for v in leaves):
         value = np.array(model.compile_fn(graph, inputs=[], point_fn=False)())
         value.setflags(write=False)
