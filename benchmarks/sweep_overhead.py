@@ -2,9 +2,10 @@
 
 The bare sweep (each step's update called in a plain loop: ``copula_gibbs.py``'s
 ``bare_seconds_per_iter``), one chain on one core, default model settings (the default number
-of factors), after 20 warm-up sweeps. Tables: ``two-column`` is notebook 01's (a five-level categorical variable and a
-Poisson count given it, n = 1,000, seed 61); a number n is the simulated child-health table of
-that size (seed 2026). Prints the milliseconds of a sweep and of each step.
+of factors), after 20 warm-up sweeps. Tables: ``two-column`` is notebook 01's (a five-level
+categorical variable and a Poisson count given it, n = 1,000, seed 61); a number n is the
+simulated child-health table of that size (seed 2026). Prints the milliseconds of a sweep and
+of each step.
 
 Usage::
 

@@ -358,7 +358,8 @@ def synthesis_diagnostics(
         :data:`bayesynth.models.copula_quantities.N_MC`).
     rhat_max : float, default 1.01
     ess_min : float, optional
-        Default 100 per chain (of the thinned draws).
+        Default :data:`~bayesynth.models.copula_quantities.ESS_MIN_PER_CHAIN` (100) per
+        chain (of the thinned draws), as the closing check of :func:`bayesynth.sample` judges.
     max_warnings : int, default 10
     model : pymc.Model, optional
         The copula model; needed for a posterior from :func:`pymc.sample` (one from
@@ -373,12 +374,13 @@ def synthesis_diagnostics(
     -------
     SynthesisDiagnosis
     """
-    from bayesynth.models.copula_quantities import MAX_DRAWS, synthesis_quantity_table
+    from bayesynth.models import copula_quantities as cq
 
-    table, thin = synthesis_quantity_table(idata, max_draws=max_draws or MAX_DRAWS, n_mc=n_mc,
-                                           model=model, categorical_margins=categorical_margins)
+    table, thin = cq.synthesis_quantity_table(idata, max_draws=max_draws or cq.MAX_DRAWS,
+                                              n_mc=n_mc, model=model,
+                                              categorical_margins=categorical_margins)
     nc = idata.posterior.sizes["chain"]
-    ess_min = 100.0 * nc if ess_min is None else float(ess_min)
+    ess_min = float(cq.ESS_MIN_PER_CHAIN * nc if ess_min is None else ess_min)
     problems = []
     for label, row in table.iterrows():
         r = row["r_hat"]

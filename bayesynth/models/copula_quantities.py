@@ -101,6 +101,13 @@ N_MC = 8000
 #: 2,000 Monte Carlo points; at 8,000, 10-11 ms against 3.6 on six SD2011 columns, p* = 24).
 MAX_DRAWS = 4000
 
+#: Smallest bulk ESS per chain of a quantity synthesis uses for a fit to count as converged,
+#: beside R-hat at most 1.01: Vehtari, Gelman, Simpson, Carpenter & Buerkner (2021) ask for a
+#: bulk ESS above 100 per chain before R-hat and the posterior means are trusted. Read by
+#: :func:`bayesynth.evaluation.synthesis_diagnostics` (its default ``ess_min``) and by the
+#: closing check of :func:`bayesynth.sample`.
+ESS_MIN_PER_CHAIN = 100
+
 #: Values of ``categorical_margins``: ``"data"`` judges the quantities with each draw's
 #: intercepts shifted to the data's level frequencies (what ``CopulaSynthesizer`` does by
 #: default), ``"model"`` with the draw's own.

@@ -22,6 +22,7 @@ from pymc.model import modelcontext
 from threadpoolctl import threadpool_limits
 
 from bayesynth.errors import IncompatibleModelError, check_integer
+from bayesynth.models import copula_quantities as _copula_quantities
 from bayesynth.models.copula_quantities import (
     MAX_DRAWS,
     N_MC,
@@ -140,7 +141,7 @@ def _trace_names(model: pm.Model, keep_latent: bool) -> list[str]:
 
 def check_copula_convergence(idata: az.InferenceData, categorical_margins: str = "data", *,
                              stacklevel: int = 2) -> pd.DataFrame | None:
-    """Judge a copula posterior on the quantities synthesis uses; warn if R-hat exceeds 1.01.
+    """Judge a copula posterior on the quantities synthesis uses; warn unless it converged.
 
     The check :func:`sample` runs after sampling a copula (unless ``check_convergence=False``),
     as a function, so that a caller that samples with the check off (a benchmark timing the
@@ -172,7 +173,12 @@ def check_copula_convergence(idata: az.InferenceData, categorical_margins: str =
     -----
     RuntimeWarning
         When the largest R-hat exceeds :data:`RHAT_WARN`; the message names that quantity and
-        how many of those judged exceed it. Also when some quantities could not be judged (a rare
+        how many of those judged exceed it. Where R-hat passes, when some quantity's bulk ESS
+        is below :data:`~bayesynth.models.copula_quantities.ESS_MIN_PER_CHAIN` (100) per
+        chain, the criterion :func:`~bayesynth.evaluation.synthesis_diagnostics` judges by
+        (with few effective draws R-hat is itself too noisy to show convergence). Both
+        messages give the run length the slowest quantity's ESS rate implies. Also when
+        some quantities could not be judged (a rare
         level, or a pair of columns rarely shown together, that
         got no Monte Carlo point in some draws: see
         :func:`~bayesynth.models.copula_quantities.synthesis_quantity_table`).
@@ -210,6 +216,25 @@ def check_copula_convergence(idata: az.InferenceData, categorical_margins: str =
             RuntimeWarning,
             stacklevel=stacklevel,
         )
+    elif worst is not None:  # R-hat passes: too few effective draws still fail the check
+        ess = effective_ess(table)
+        floor = _copula_quantities.ESS_MIN_PER_CHAIN * int(idata.posterior.sizes["chain"])
+        low = ess < floor  # NaN (not judged) compares False
+        if low.any():
+            ext = int(idata.posterior.attrs.get("extensions", 0))
+            after = f" after {ext} extension(s) of the chains" if ext else ""
+            warnings.warn(
+                f"{int(low.sum())} of the {int(np.sum(~np.isnan(ess)))} quantities synthesis "
+                f"uses have a bulk ESS below {floor:g} "
+                f"({_copula_quantities.ESS_MIN_PER_CHAIN} per chain); their largest R-hat, "
+                f"{worst:.3f}, is within {RHAT_WARN}, but with so few effective draws R-hat "
+                "cannot show convergence and the posterior means carry a large Monte Carlo "
+                f"error: not converged by the criteria of synthesis_diagnostics{after}. "
+                f"{_run_length_hint(idata, table)}(see "
+                "bayesynth.evaluation.synthesis_diagnostics).",
+                RuntimeWarning,
+                stacklevel=stacklevel,
+            )
     return table
 
 
@@ -595,9 +620,12 @@ def sample(
         hyperparameters. For the copula a :class:`RuntimeWarning` is issued when the R-hat of
         any quantity synthesis uses (the correlations between variables, implied level
         probabilities, pair associations and category-conditional means; see
-        :func:`bayesynth.evaluation.synthesis_diagnostics`) exceeds :data:`RHAT_WARN` (1.01);
-        for a latent class model when a table probability's exceeds 1.05; for a model built
-        with :func:`~bayesynth.models.pseudo_posterior.weighted_observed` when a record's
+        :func:`bayesynth.evaluation.synthesis_diagnostics`) exceeds :data:`RHAT_WARN` (1.01),
+        or, where none does, when the bulk ESS of any is below 100 per chain
+        (:data:`~bayesynth.models.copula_quantities.ESS_MIN_PER_CHAIN`; ``max_extensions``
+        continues chains for R-hat only); for a latent class model when a table
+        probability's exceeds 1.05; for a model built with
+        :func:`~bayesynth.models.pseudo_posterior.weighted_observed` when a record's
         log-likelihood's exceeds 1.01 or NUTS diverged (:func:`check_loglik_convergence`).
         R-hat of ``Lambda`` is meaningless: it is not identified.
 

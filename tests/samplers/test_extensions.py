@@ -244,6 +244,41 @@ def test_the_warning_states_the_run_length_the_slowest_ess_rate_implies(monkeypa
     assert "Increase tune and draws (see" in text and "smallest bulk ESS" not in text
 
 
+def test_too_few_effective_draws_fail_the_check_where_r_hat_passes(monkeypatch):
+    """With R-hat within its threshold, a quantity whose bulk ESS is below ESS_MIN_PER_CHAIN
+    per chain still fails the closing check, as synthesis_diagnostics judges it: the warning
+    counts those quantities against the floor (100 per chain, 200 for two chains) and gives
+    the run length; with every ESS at the floor or above it is silent."""
+    from bayesynth.models import copula_quantities as cq
+
+    model = _small_copula()
+    idata = _run(model, 5, check_convergence=False, max_extensions=0)
+    monkeypatch.setattr(sampling, "RHAT_WARN", 1e9)  # R-hat passes whatever it is
+    table = sampling._judged(idata, "data")
+    ess = cq.effective_ess(table)
+    judged = ~np.isnan(ess)
+    n_low = int(np.sum(ess[judged] < 200))
+    assert 0 < n_low  # 2 x 20 draws: far below 200
+    with pytest.warns(RuntimeWarning, match="below 200 \\(100 per chain\\)") as got:
+        sampling.check_copula_convergence(idata)
+    text = " ".join(str(w.message) for w in got)
+    assert f"{n_low} of the {int(judged.sum())} quantities synthesis uses" in text
+    assert "not converged" in text  # what benchmarks/real_data.py reads
+    assert f"The smallest bulk ESS is {np.nanmin(ess):.0f}" in text
+    # as synthesis_diagnostics: the same quantities fail its default ess_min
+    assert not bs.evaluation.synthesis_diagnostics(idata).ok
+    # the floor is the module's, read at call time: at the smallest ESS it passes
+    monkeypatch.setattr(cq, "ESS_MIN_PER_CHAIN", float(np.nanmin(ess)) / 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        sampling.check_copula_convergence(idata)
+    # and a failing R-hat gives its own warning, not this one
+    monkeypatch.setattr(sampling, "RHAT_WARN", 0.0)
+    with pytest.warns(RuntimeWarning, match="Largest R-hat") as got:
+        sampling.check_copula_convergence(idata)
+    assert not any("quantities synthesis uses have a bulk ESS" in str(w.message) for w in got)
+
+
 def test_the_run_length_hint_reads_the_quantities_the_summary_judges():
     """The hint takes its quantities as ConvergenceSummary does: a quantity left unjudged (some
     draws without Monte Carlo points, or constant) is passed over even with the smallest ESS,
