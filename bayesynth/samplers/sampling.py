@@ -568,7 +568,7 @@ def sample(
         convergence after sampling and warn (see Returns). The copula's judgement computes
         every quantity synthesis uses for each kept draw, on one core: 48-59 s for the demo
         table's 559 quantities on 4,000 draws, 256 s for SD2011's 2,353 on 2,000 draws
-        (measured 2026-12-06/07; about half of it calibrates each draw's categorical margins
+        (measured 2026-12-06/07; a third to a half of it calibrates each draw's categorical margins
         to the data's); ``False`` skips it, for a caller that runs :func:`check_copula_convergence`
         (or :func:`~bayesynth.evaluation.synthesis_diagnostics`, or
         :func:`check_loglik_convergence`) itself.
