@@ -41,11 +41,11 @@ Printed per dataset and synthesizer:
   relations to the other columns survive;
 * converged, max R-hat: the copula fit's own judgement (``CopulaSynthesizer.convergence_table_``,
   the quantities synthesis uses, margins calibrated as synthesis does);
-* extensions: times the copula's chains were continued after failing that check (at most 2
+* extensions: times the copula's chains were continued after failing that check's R-hat (at most 2
   by default; see ``max_extensions`` of ``bayesynth.sample``).
 
 The copula runs at its default settings (two chains of 1000 + 1000 iterations, continued for
-1000 more kept draws at most twice while the check fails with R-hat at most 1.1) on up to two
+1000 more kept draws at most twice while R-hat is above 1.01 and at most 1.1) on up to two
 cores; CART is bayesynth's baseline with synthpop's defaults (density smoothing of numeric
 donors, leaves of at least 5 records). The peers a Python user would pick, SDV's Gaussian
 copula (``"SDV copula"``) and CTGAN (``"CTGAN"``), run at SDV's defaults in their own

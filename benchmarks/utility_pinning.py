@@ -19,7 +19,8 @@ candidate collapsed moves would have:
    utility transport scale move travels), of log c given eta with the utilities integrated
    out, and with eta integrated out too, given the other columns' latent values (eta's
    conditional given them is normal; its integral is a Monte Carlo average over ``--draws``
-   common draws, the same for every c, so the target is smooth in c); and the same two for
+   draws per record, independent across records and the same for every c, so the target is
+   smooth in c); and the same two for
    scaling only the block's loadings in the factor directions that the other columns leave
    nearly uninformed (eta's conditional variance given them above 0.5).
 
@@ -30,13 +31,15 @@ other columns leave free are what this script adds.
 Curvatures are central second differences of the log likelihood (the priors are weak at these
 sizes and left out). With ``--fit`` (an InferenceData saved by ``copula_mixing.py --save``,
 same table and schema) it prints beside them the posterior standard deviations and bulk ESS
-of the same quantities over that fit's kept draws.
+of the same quantities over that fit's kept draws, and traces one conditional mean of it
+(``--quantity``): its autocorrelations, chain means by tenths, and the block parameters it
+follows across draws.
 
 Usage::
 
     python benchmarks/utility_pinning.py                                   # CE, Marital
     python benchmarks/copula_mixing.py --data ce --categorical Tenure,Marital --save ce.nc
-    python benchmarks/utility_pinning.py --fit ce.nc --draws 256
+    python benchmarks/utility_pinning.py --fit ce.nc --sweeps 1000 --check
     python benchmarks/utility_pinning.py --data demo --variable m_race
 """
 
@@ -147,6 +150,9 @@ def main(argv=None) -> None:
     ap.add_argument("--draws", type=int, default=64,
                     help="Monte Carlo draws of eta for the integrals over eta")
     ap.add_argument("--fit", default=None, help="a saved fit of the same table (netCDF)")
+    ap.add_argument("--quantity", default="Marital=2|Age",
+                    help="with --fit: a conditional mean to trace, 'level label|ordered column' "
+                         "('' for none)")
     ap.add_argument("--check", action="store_true",
                     help="compare the quadrature's level probabilities with simulation")
     args = ap.parse_args(argv)
@@ -224,13 +230,14 @@ def main(argv=None) -> None:
               f"(x{sb[0] / sa[0]:.2f}) | {sa[1]:.4f} / {sb[1]:.4f} (x{sb[1] / sa[1]:.2f})")
 
     print(f"\n2. the block's log scale (intercepts and loadings times c), h = 0.01; eta integrated "
-          f"by {args.draws} common Monte Carlo draws")
+          f"by {args.draws} Monte Carlo draws per record")
     others = np.setdiff1d(np.arange(len(sd)), cols)
     Lo = Lam[others] / sd[others][:, None]
     V = np.linalg.inv(np.eye(k) + Lo.T @ Lo)  # eta | the other columns' latent values
     mean = ((z[:, others] - af[others]) / sd[others]) @ Lo @ V
     Lv = np.linalg.cholesky(V)
-    E = np.random.default_rng(args.seed + 1).standard_normal((args.draws, k))
+    # each record its own draws (errors independent across records), the same for every c
+    E = np.random.default_rng(args.seed + 1).standard_normal((args.draws, n, k))
     w, Q = np.linalg.eigh(V)
     Uq = Q[:, w > 0.5]
     print(f"   eta's conditional variances given the other columns (eigenvalues): "
@@ -282,6 +289,63 @@ def main(argv=None) -> None:
             nr = np.sqrt((L[..., c, :] ** 2).sum(-1))
             print(f"   {names[c]:24s} sd alpha {a.std():.4f} (ESS {az.ess(a):.0f}), "
                   f"sd |lambda| {nr.std():.4f} (ESS {az.ess(nr):.0f})")
+        if args.quantity:
+            trace_quantity(post, args.quantity, cols, names, scale)
+
+
+def trace_quantity(post, spec: str, cols: np.ndarray, names: list[str],
+                   scale: np.ndarray) -> None:
+    """Print how a conditional mean of the fit mixes and which block parameters it follows.
+
+    ``spec`` is ``"level label|ordered column"`` (``"Marital=2|Age"`` for ``E[Age |
+    Marital=2]``), computed for every kept draw as the convergence judge does
+    (:func:`~bayesynth.models.copula_quantities.implied_quantities`, margins calibrated to
+    the data).
+    """
+    import json
+
+    import arviz as az
+
+    from bayesynth.models import copula_quantities as cq
+
+    blocks = cq.CopulaBlocks.from_dict(json.loads(post.attrs[cq.BLOCKS_ATTR]))
+    nc, nd = post.sizes["chain"], post.sizes["draw"]
+    p = len(names)
+    Lam = cq._stacked(post, "Lambda").reshape(nc * nd, p, -1)
+    sig = cq._stacked(post, "sigma").reshape(nc * nd, p)
+    af = np.zeros((nc * nd, p))
+    lvl = [names.index(str(v)) for v in post.coords["level"].values]
+    af[:, lvl] = cq._stacked(post, "alpha").reshape(nc * nd, -1)
+    q = cq.implied_quantities(af, Lam, sig, blocks, pairs=False)
+    label, column = spec.split("|")
+    x = q["conditional_mean"][:, blocks.category_labels.index(label),
+                              blocks.ordered_names.index(column)]
+    xc = x.reshape(nc, nd)
+    print(f"\n4. E[{column} | {label}] over all {nc} x {nd} draws: bulk ESS {az.ess(xc):.0f}, "
+          f"R-hat {az.rhat(xc):.3f}, posterior sd {x.std():.4f}")
+    lags = [g for g in (1, 10, 50, 100, 200, 400) if g < nd // 2]
+    for c in range(nc):
+        acf = [np.corrcoef(xc[c, :-g], xc[c, g:])[0, 1] for g in lags]
+        tenths = xc[c, :nd - nd % 10].reshape(10, -1).mean(axis=1)
+        print(f"   chain {c}: autocorrelation at lags {lags}: {np.round(acf, 2).tolist()}; "
+              f"means by tenths {np.round(tenths, 3).tolist()}")
+    C = cq._stacked(post, "C").reshape(nc * nd, p, p)
+    cand = {"block log scale": scale.reshape(-1)}
+    for c in cols:
+        cand[f"alpha {names[c]}"] = af[:, c]
+        for j in range(p):
+            if j != c and not (j in cols and j < c):
+                cand[f"C[{names[c]}, {names[j]}]"] = C[:, c, j]
+    rows = []
+    for key, v in cand.items():
+        if np.std(v) > 0:
+            rows.append((abs(np.corrcoef(x, v)[0, 1]), np.corrcoef(x, v)[0, 1], key,
+                         az.ess(v.reshape(nc, nd))))
+    rows.sort(reverse=True)
+    print("   the block's parameters it follows most closely (correlation across draws, "
+          "their bulk ESS):")
+    for _, r, key, e in rows[:8]:
+        print(f"     {r:+.2f}  {key} (ESS {e:.0f})")
 
 
 if __name__ == "__main__":

@@ -176,8 +176,9 @@ def check_copula_convergence(idata: az.InferenceData, categorical_margins: str =
         how many of those judged exceed it. Where R-hat passes, when some quantity's bulk ESS
         is below :data:`~bayesynth.models.copula_quantities.ESS_MIN_PER_CHAIN` (100) per
         chain, the criterion :func:`~bayesynth.evaluation.synthesis_diagnostics` judges by
-        (with few effective draws R-hat is itself too noisy to show convergence). Both
-        messages give the run length the slowest quantity's ESS rate implies. Also when
+        (with few effective draws R-hat is itself too noisy to show convergence). Where the
+        smallest ESS is below the aim (400, or that floor if higher), both messages give the
+        run length the slowest quantity's ESS rate implies. Also when
         some quantities could not be judged (a rare
         level, or a pair of columns rarely shown together, that
         got no Monte Carlo point in some draws: see
@@ -226,7 +227,7 @@ def check_copula_convergence(idata: az.InferenceData, categorical_margins: str =
             warnings.warn(
                 f"{int(low.sum())} of the {int(np.sum(~np.isnan(ess)))} quantities synthesis "
                 f"uses have a bulk ESS below {floor:g} "
-                f"({_copula_quantities.ESS_MIN_PER_CHAIN} per chain); their largest R-hat, "
+                f"({_copula_quantities.ESS_MIN_PER_CHAIN} per chain); the largest R-hat, "
                 f"{worst:.3f}, is within {RHAT_WARN}, but with so few effective draws R-hat "
                 "cannot show convergence and the posterior means carry a large Monte Carlo "
                 f"error: not converged by the criteria of synthesis_diagnostics{after}. "
@@ -372,7 +373,11 @@ def check_loglik_convergence(model: pm.Model, idata: az.InferenceData, *,
 
 
 def _run_length_hint(idata: az.InferenceData, table: pd.DataFrame) -> str:
-    """How many draws per chain the slowest quantity's ESS rate implies for an ESS of ESS_AIM.
+    """How many draws per chain the slowest quantity's ESS rate implies for the ESS aimed at.
+
+    The aim is :data:`ESS_AIM` (400), or the closing check's floor
+    (:data:`~bayesynth.models.copula_quantities.ESS_MIN_PER_CHAIN` per chain) where that is
+    higher (more than four chains), so that the length given passes the check's ESS part.
 
     A linear extrapolation of this run's bulk ESS per draw, and stated as one: the ESS of a
     slowly mixing chain grows more slowly than its draws until the run is many times its
@@ -391,14 +396,16 @@ def _run_length_hint(idata: az.InferenceData, table: pd.DataFrame) -> str:
     ess = effective_ess(table)
     judged = ~np.isnan(ess)
     draws = int(idata.posterior.sizes.get("draw", 0))
-    if not judged.any() or draws == 0 or np.min(ess[judged]) >= ESS_AIM:
+    chains = int(idata.posterior.sizes.get("chain", 1))
+    aim = max(ESS_AIM, _copula_quantities.ESS_MIN_PER_CHAIN * chains)
+    if not judged.any() or draws == 0 or np.min(ess[judged]) >= aim:
         return "Increase tune and draws "
     i = int(np.flatnonzero(judged)[np.argmin(ess[judged])])
     if ess[i] <= 0:
         return (f"The bulk ESS of {table.index[i]} is undefined, so this run implies no run "
                 "length. Increase tune and draws ")
-    need = int(math.ceil(draws * ESS_AIM / ess[i]))
-    thin = judge_thinning(int(idata.posterior.sizes.get("chain", 1)), draws, MAX_DRAWS)
+    need = int(math.ceil(draws * aim / ess[i]))
+    thin = judge_thinning(chains, draws, MAX_DRAWS)
     if thin > 1:
         used = -(-draws // thin)
         source = (f"from {used} draws per chain (every {_ordinal(thin)} of {draws}: the "
@@ -411,7 +418,7 @@ def _run_length_hint(idata: az.InferenceData, table: pd.DataFrame) -> str:
         caveat = (", and a chain that mixes slowly often needs more than this linear "
                   "estimate")
     return (f"The smallest bulk ESS is {ess[i]:.0f} ({table.index[i]}) {source}: {rate} a "
-            f"bulk ESS of {ESS_AIM} takes about {need:,} draws per chain{caveat}. Increase "
+            f"bulk ESS of {aim:g} takes about {need:,} draws per chain{caveat}. Increase "
             "tune and draws accordingly ")
 
 
@@ -587,7 +594,8 @@ def sample(
         ``"adapt_full"`` if it was a full-matrix one and ``"adapt_diag"`` otherwise; these
         draws are discarded), then
         ``draws`` more kept draws, appended to the chains' kept draws;
-        repeat at most ``max_extensions`` times, stopping as soon as the check passes. Below
+        repeat at most ``max_extensions`` times, stopping as soon as R-hat passes (a fit that
+        fails the check on its ESS alone is not continued, and warns). Below
         that R-hat the chains are close and short of effective draws rather than of warm-up,
         so every kept draw stays (a drift left in them keeps the rank-normalised split R-hat
         high). A fixed length, not one predicted from R-hat: on CE an extension sized to bring
@@ -595,9 +603,9 @@ def sample(
         gave 1.049, so a prediction would only multiply the run time where the chains drift
         (``benchmarks/README.md``). Each extension is logged; the posterior's ``extensions``
         attribute counts them and its ``draw`` size is ``draws * (1 + extensions)``. The
-        extensions' seeds derive from ``random_seed``, so a seeded run repeats. The check
-        itself is not changed: a run still unconverged after the last extension warns as
-        without them.
+        extensions' seeds derive from ``random_seed``, so a seeded run repeats. The closing
+        check is the same with or without extensions: a run still unconverged after the last
+        one warns as without them.
     start_from : {"factor_analysis", "prior"}, default "factor_analysis"
         Copula models: where each chain's loadings, scores,
         intercepts and precisions start. ``"factor_analysis"``: a maximum-likelihood factor

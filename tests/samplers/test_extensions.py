@@ -224,8 +224,11 @@ def test_copula_chains_start_at_their_own_factor_analysis_by_default(monkeypatch
 
 def test_the_warning_states_the_run_length_the_slowest_ess_rate_implies(monkeypatch):
     """Forced to warn, the message names the smallest bulk ESS of the judged quantities and
-    the draws per chain that its rate implies for an ESS of ESS_AIM; where every ESS reaches
-    the aim it only says to increase tune and draws."""
+    the draws per chain that its rate implies for an ESS of ESS_AIM (or the check's floor of
+    ESS_MIN_PER_CHAIN per chain, where that is higher); where every ESS reaches the aim it
+    only says to increase tune and draws."""
+    from bayesynth.models import copula_quantities as cq
+
     model = _small_copula()
     idata = _run(model, 5, check_convergence=False, max_extensions=0)
     monkeypatch.setattr(sampling, "RHAT_WARN", 0.0)
@@ -237,7 +240,15 @@ def test_the_warning_states_the_run_length_the_slowest_ess_rate_implies(monkeypa
     text = " ".join(str(w.message) for w in got)
     assert f"The smallest bulk ESS is {np.nanmin(ess):.0f} ({slowest}) from 20 draws" in text
     assert f"about {need:,} draws per chain" in text
+    # a floor above ESS_AIM (300 per chain: 600 for two) is what the length aims at
+    monkeypatch.setattr(cq, "ESS_MIN_PER_CHAIN", 300)
+    with pytest.warns(RuntimeWarning, match="Largest R-hat") as got:
+        sampling.check_copula_convergence(idata)
+    text = " ".join(str(w.message) for w in got)
+    need = int(np.ceil(20 * 600 / np.nanmin(ess)))
+    assert f"a bulk ESS of 600 takes about {need:,} draws per chain" in text
     monkeypatch.setattr(sampling, "ESS_AIM", 0)
+    monkeypatch.setattr(cq, "ESS_MIN_PER_CHAIN", 0)  # the hint's aim: the larger of the two
     with pytest.warns(RuntimeWarning, match="Largest R-hat") as got:
         sampling.check_copula_convergence(idata)
     text = " ".join(str(w.message) for w in got)
