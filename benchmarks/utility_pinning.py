@@ -58,6 +58,7 @@ from scipy.special import log_ndtr
 
 import bayesynth as bs
 from bayesynth.samplers import assign_copula_steps
+from bayesynth.samplers.kernels import _column_bounds
 from bayesynth.samplers.sampling import _factor_analysis_copula_starts
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -109,19 +110,6 @@ class Block:
                     lp = lp + log_ndtr(m[:, q][:, None] + x - m[:, q2][:, None])
             out[r] = np.log(np.exp(lp) @ self.w)
         return out
-
-    def column_loglik(self, m: np.ndarray, q: int, U: np.ndarray) -> np.ndarray:
-        """Log-likelihood of column q's means m, its utilities integrated, the others' held."""
-        lv = self.col_level[q]
-        others = np.delete(U, q, axis=1)
-        win = self.codes == lv
-        lo = np.maximum(0.0, others.max(axis=1)) if others.shape[1] else np.zeros(len(m))
-        # the winning utility of each other record (0 at the reference level)
-        up = np.zeros(len(m))
-        for q2, lv2 in enumerate(self.col_level):
-            up[self.codes == lv2] = U[self.codes == lv2, q2]
-        val = np.where(win, log_ndtr(m - lo), log_ndtr(up - m))
-        return val[self.codes >= 0].sum()  # records without a level: no term
 
 
 def curvature_sd(f, x0: np.ndarray, h: float) -> np.ndarray:
@@ -190,7 +178,6 @@ def main(argv=None) -> None:
           f"{len(cols)} utility columns; state after {args.sweeps} sweeps "
           f"({time.perf_counter() - t0:.0f} s)")
     M = af[cols][None, :] + eta @ Lam[cols].T
-    U = z[:, cols]
     if args.check:
         sim = np.random.default_rng(0)
         idx = sim.choice(n, 8, replace=False)
@@ -209,8 +196,17 @@ def main(argv=None) -> None:
           "block integrated | sd |lambda|: others held / block integrated")
     names = lay.latent_names
     for q, c in enumerate(cols):
-        def held(t, q=q):
-            return blk.column_loglik(t[0] + eta @ t[1:], q, U)
+        # the row move's own bounds of the column given the block's other utilities
+        # (kernels._column_bounds: +1 a lower bound, -1 an upper one, 0 a missing level)
+        kind, bound = np.empty(n, dtype=np.int64), np.empty(n)
+        _column_bounds(np.ascontiguousarray(z.T), int(np.flatnonzero(lay.k_mnp_cols == c)[0]),
+                       lay.k_mnp_cols, lay.k_mnp_off, lay.k_mnp_codes, lay.k_lvl_cols,
+                       lay.k_lvl_sign, kind, bound)
+        nz = kind != 0
+        sg, bd = kind[nz].astype(float), bound[nz]
+
+        def held(t, nz=nz, sg=sg, bd=bd):
+            return log_ndtr(sg * ((t[0] + eta @ t[1:])[nz] - bd)).sum()
 
         def integrated(t, q=q):
             Mq = M.copy()
@@ -302,20 +298,13 @@ def trace_quantity(post, spec: str, cols: np.ndarray, names: list[str],
     (:func:`~bayesynth.models.copula_quantities.implied_quantities`, margins calibrated to
     the data).
     """
-    import json
-
     import arviz as az
+    from quantity_estimator import posterior_arrays
 
     from bayesynth.models import copula_quantities as cq
 
-    blocks = cq.CopulaBlocks.from_dict(json.loads(post.attrs[cq.BLOCKS_ATTR]))
-    nc, nd = post.sizes["chain"], post.sizes["draw"]
+    blocks, nc, nd, af, Lam, sig = posterior_arrays(az.InferenceData(posterior=post))
     p = len(names)
-    Lam = cq._stacked(post, "Lambda").reshape(nc * nd, p, -1)
-    sig = cq._stacked(post, "sigma").reshape(nc * nd, p)
-    af = np.zeros((nc * nd, p))
-    lvl = [names.index(str(v)) for v in post.coords["level"].values]
-    af[:, lvl] = cq._stacked(post, "alpha").reshape(nc * nd, -1)
     q = cq.implied_quantities(af, Lam, sig, blocks, pairs=False)
     label, column = spec.split("|")
     x = q["conditional_mean"][:, blocks.category_labels.index(label),

@@ -199,13 +199,13 @@ def check_copula_convergence(idata: az.InferenceData, categorical_margins: str =
             stacklevel=stacklevel,
         )
     worst = _worst_rhat(table)
+    ext = int(idata.posterior.attrs.get("extensions", 0))
+    after = f" after {ext} extension(s) of the chains" if ext else ""
     if worst is not None and worst > RHAT_WARN:
         rhat = effective_rhat(table)
         label = table.index[int(np.nanargmax(rhat))]
         n_bad = int(np.sum(rhat > RHAT_WARN))
         n_judged = int(np.sum(~np.isnan(rhat)))  # constant and unjudged quantities are NaN
-        ext = int(idata.posterior.attrs.get("extensions", 0))
-        after = f" after {ext} extension(s) of the chains" if ext else ""
         value = (f"{worst:.3f}" if np.isfinite(worst) else
                  "undefined (some draws are missing or infinite)")
         warnings.warn(
@@ -222,8 +222,6 @@ def check_copula_convergence(idata: az.InferenceData, categorical_margins: str =
         floor = _copula_quantities.ESS_MIN_PER_CHAIN * int(idata.posterior.sizes["chain"])
         low = ess < floor  # NaN (not judged) compares False
         if low.any():
-            ext = int(idata.posterior.attrs.get("extensions", 0))
-            after = f" after {ext} extension(s) of the chains" if ext else ""
             warnings.warn(
                 f"{int(low.sum())} of the {int(np.sum(~np.isnan(ess)))} quantities synthesis "
                 f"uses have a bulk ESS below {floor:g} "
