@@ -61,11 +61,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import arviz as az
+import numba
 import numpy as np
 import pandas as pd
 from scipy.special import ndtri
 
-from bayesynth.models.layout import MISSING_LEVEL, LatentLayout, mnp_levels
+from bayesynth.models.layout import MISSING_LEVEL, LatentLayout
 from bayesynth.models.level_calibration import calibrate_block
 from bayesynth.rules import _is_missing
 
@@ -362,16 +363,97 @@ def _code_level(levels: Sequence[str], value) -> int:
     return -1
 
 
-def _levels(block: dict, zb: np.ndarray) -> np.ndarray:
-    """Level index of each row of a block's latent values; -1 where invalid (rpl)."""
-    if block["likelihood"] == "mnp":
-        pos = mnp_levels(zb)
-        col_levels = np.array([h for h in range(len(block["levels"]))
-                               if h != block["reference"]], dtype=np.int64)
-        return np.where(pos >= 0, col_levels[np.maximum(pos, 0)], block["reference"])
-    positive = zb > 0
-    ok = positive.sum(axis=1) == 1
-    return np.where(ok, positive.argmax(axis=1), -1)
+@numba.njit(cache=True, nogil=True)
+def _block_levels(u: np.ndarray, offsets: np.ndarray, col_level: np.ndarray,
+                  reference: np.ndarray, mnp: np.ndarray) -> np.ndarray:
+    """Level of every Monte Carlo point in every categorical block, in one pass.
+
+    ``u`` (n, n_c) holds the blocks' latent columns side by side (block ``b`` in
+    ``offsets[b]:offsets[b + 1]``); ``col_level[j]`` is the level that column ``j`` stands for.
+    A multinomial-probit block takes the level of its largest utility if that is positive and
+    its reference level otherwise (as :func:`~bayesynth.models.layout.mnp_levels`); an
+    ``"rpl"`` block takes the level of its one positive column, -1 (invalid) where not exactly
+    one is positive.
+    """
+    n = u.shape[0]
+    V = len(offsets) - 1
+    out = np.empty((V, n), dtype=np.int64)
+    for b in range(V):
+        lo, hi = offsets[b], offsets[b + 1]
+        for m in range(n):
+            if mnp[b]:
+                best, arg = u[m, lo], lo
+                for j in range(lo + 1, hi):
+                    if u[m, j] > best:
+                        best, arg = u[m, j], j
+                out[b, m] = col_level[arg] if best > 0.0 else reference[b]
+            else:
+                count, arg = 0, -1
+                for j in range(lo, hi):
+                    if u[m, j] > 0.0:
+                        count += 1
+                        arg = j
+                out[b, m] = col_level[arg] if count == 1 else -1
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _level_sums(levels: np.ndarray, starts: np.ndarray, MW: np.ndarray, W: np.ndarray
+                ) -> tuple:
+    """Per level of every block: its count of points, and the sums of ``W`` and ``MW`` there.
+
+    ``levels`` (V, n) as :func:`_block_levels` (-1: no level); block ``b``'s levels are rows
+    ``starts[b]:`` of the sums. Returns ``count`` (n_cat,), ``w_sum`` and ``mw_sum``
+    (n_cat, n_ord).
+    """
+    V, n = levels.shape
+    n_cat = starts[V]
+    n_ord = W.shape[1]
+    count = np.zeros(n_cat)
+    w_sum = np.zeros((n_cat, n_ord))
+    mw_sum = np.zeros((n_cat, n_ord))
+    for m in range(n):
+        for b in range(V):
+            h = levels[b, m]
+            if h < 0:
+                continue
+            r = starts[b] + h
+            count[r] += 1.0
+            for j in range(n_ord):
+                w_sum[r, j] += W[m, j]
+                mw_sum[r, j] += MW[m, j]
+    return count, w_sum, mw_sum
+
+
+@numba.njit(cache=True, nogil=True)
+def _pair_mi(levels: np.ndarray, n_levels: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+    """Mutual information (nats) of the two-way table of each pair of blocks' levels.
+
+    Over the points where both show a level (``levels`` >= 0); 0 for a pair with none.
+    """
+    n = levels.shape[1]
+    out = np.zeros(len(pairs))
+    for r in range(len(pairs)):
+        a, b = pairs[r, 0], pairs[r, 1]
+        Ka, Kb = n_levels[a], n_levels[b]
+        tab = np.zeros((Ka, Kb))
+        for m in range(n):
+            la, lb = levels[a, m], levels[b, m]
+            if la >= 0 and lb >= 0:
+                tab[la, lb] += 1.0
+        tot = tab.sum()
+        if tot == 0.0:
+            continue
+        ra = tab.sum(axis=1) / tot
+        cb = tab.sum(axis=0) / tot
+        mi = 0.0
+        for i in range(Ka):
+            for j in range(Kb):
+                if tab[i, j] > 0.0:
+                    pj = tab[i, j] / tot
+                    mi += pj * np.log(pj / (ra[i] * cb[j]))
+        out[r] = mi
+    return out
 
 
 def implied_quantities(
@@ -486,25 +568,35 @@ def implied_quantities(
         margin = np.asarray(b["margins"], dtype=float)
         targets[b_i] = margin[[h for h in range(len(b["levels"])) if h != b["reference"]]]
         shifts[b_i] = np.zeros(len(b["latent"]))
+    # Per column of the categorical blocks, the level it stands for (multinomial probit: the
+    # levels other than the reference, in order; "rpl": one column per level)
+    col_level = np.concatenate(
+        [[h for h in range(len(b["levels"])) if b["likelihood"] != "mnp" or h != b["reference"]]
+         for b in cats]).astype(np.int64)
+    reference = np.array([b["reference"] for b in cats], dtype=np.int64)
+    is_mnp = np.array([b["likelihood"] == "mnp" for b in cats], dtype=np.bool_)
+    n_levels = np.array([len(b["levels"]) for b in cats], dtype=np.int64)
+    starts = np.r_[0, np.cumsum(n_levels)].astype(np.int64)
+    pair_arr = np.array(pair_list, dtype=np.int64).reshape(-1, 2)
+    opair_arr = np.array(opairs, dtype=np.int64).reshape(-1, 2)
     for s in range(S):
         L, sig = Lambda[s], sigma[s]
         sd = np.sqrt((L**2).sum(axis=1) + sig**2)
         Lc = L[c_cols]
         Scc = Lc @ Lc.T + np.diag(sig[c_cols] ** 2)
         dev = xi @ np.linalg.cholesky(Scc).T  # c - alpha_c
-        u = alpha_full[s, c_cols] + dev
+        a_c = alpha_full[s, c_cols].copy()
         for b_i, target in targets.items():
             blk = slice(offsets[b_i], offsets[b_i + 1])
             a0 = alpha_full[s, c_cols[blk]]
             # tol: the hard shares over n_mc points resolve 1 / n_mc at best
             a = calibrate_block(a0 + shifts[b_i], dev[:, blk], target, tol=1e-6)
             shifts[b_i] = a - a0
-            u[:, blk] = a + dev[:, blk]
-        levels = []
-        for b_i, b in enumerate(cats):
-            lev = _levels(b, u[:, offsets[b_i]:offsets[b_i + 1]])
-            valid[s, b_i] = np.mean(lev >= 0)
-            levels.append(lev)
+            a_c[blk] = a
+        u = a_c + dev
+        level_mat = _block_levels(u, offsets, col_level, reference, is_mnp)
+        valid[s] = (level_mat >= 0).mean(axis=1)
+        levels = list(level_mat)  # rows, views: the rules below replace whole rows
         ruled = np.zeros((n_mc, n_ord), dtype=bool)
         absent = np.zeros((n_mc, n_ord), dtype=bool)  # missing: by a rule or its indicator
 
@@ -575,44 +667,42 @@ def implied_quantities(
                                sd[ord_cols] ** 2)
             else:  # every ordered column shown everywhere: its own mean and spread
                 mu, var = np.zeros(n_ord), sd[ord_cols] ** 2
-        start = 0
-        for b_i, b in enumerate(cats):
-            K = len(b["levels"])
-            lev = levels[b_i]
-            ok = lev >= 0
-            counts = np.bincount(lev[ok], minlength=K)
-            if counts.sum():
-                prob[s, start:start + K] = counts / counts.sum()
-            if n_ord:
-                onehot = (lev[:, None] == np.arange(K)).astype(float)
-                cnt = onehot.T @ W
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    cm = ((onehot.T @ MW) / cnt - mu) / np.sqrt(var)
-                cm[cnt == 0] = np.nan
-                cm[:, own[b_i]] = np.nan
-                cmean[s, start:start + K] = cm
-            start += K
-        for a, b in opairs:
-            w = shown[:, a] & shown[:, b]
-            if w.sum() < 2:
-                continue
-            ma, mb = M[w, a], M[w, b]
-            ca, cb_ = ma - ma.mean(), mb - mb.mean()
-            cov = resid[a, b] + float(ca @ cb_) / len(ma)
-            va = resid[a, a] + float(ca @ ca) / len(ma)
-            vb = resid[b, b] + float(cb_ @ cb_) / len(mb)
-            ocorr[s, a, b] = ocorr[s, b, a] = cov / np.sqrt(va * vb)
-        for r, (a, b) in enumerate(pair_list):
-            la, lb = levels[a], levels[b]
-            ok = (la >= 0) & (lb >= 0)
-            Ka, Kb = len(cats[a]["levels"]), len(cats[b]["levels"])
-            tab = np.bincount(la[ok] * Kb + lb[ok], minlength=Ka * Kb).reshape(Ka, Kb)
-            tot = tab.sum()
-            if tot:
-                pj = tab / tot
-                outer = pj.sum(1, keepdims=True) @ pj.sum(0, keepdims=True)
-                nz = pj > 0
-                pmi[s, r] = float((pj[nz] * np.log(pj[nz] / outer[nz])).sum())
+        level_mat = np.stack(levels)
+        if not n_ord:
+            W = MW = np.zeros((n_mc, 0))
+        count, w_sum, mw_sum = _level_sums(level_mat, starts, MW, W)
+        for b_i in range(len(cats)):
+            blk = slice(starts[b_i], starts[b_i + 1])
+            if count[blk].sum():
+                prob[s, blk] = count[blk] / count[blk].sum()
+        if n_ord:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                cm = (mw_sum / w_sum - mu) / np.sqrt(var)
+            cm[w_sum == 0] = np.nan
+            for b_i in range(len(cats)):
+                cm[starts[b_i]:starts[b_i + 1], own[b_i]] = np.nan
+            cmean[s] = cm
+        if len(opair_arr):
+            # Over the points that show both columns of a pair: the counts, the sums of each
+            # column and the cross products, for every pair at once
+            WM = W * M
+            both = W.T @ W
+            first = WM.T @ W  # [a, b]: the sum of M_a where a and b are shown
+            sq = (WM * M).T @ W
+            cross = WM.T @ WM
+            a_, b_ = opair_arr[:, 0], opair_arr[:, 1]
+            nb = both[a_, b_]
+            ok = nb >= 2
+            with np.errstate(invalid="ignore", divide="ignore"):
+                ma, mb = first[a_, b_] / nb, first[b_, a_] / nb
+                cov = resid[a_, b_] + cross[a_, b_] / nb - ma * mb
+                va = resid[a_, a_] + sq[a_, b_] / nb - ma ** 2
+                vb = resid[b_, b_] + sq[b_, a_] / nb - mb ** 2
+                r_ab = cov / np.sqrt(va * vb)
+            ocorr[s, a_[ok], b_[ok]] = r_ab[ok]
+            ocorr[s, b_[ok], a_[ok]] = r_ab[ok]
+        if len(pair_arr):
+            pmi[s] = _pair_mi(level_mat, n_levels, pair_arr)
     return out
 
 

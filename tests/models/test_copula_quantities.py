@@ -286,3 +286,78 @@ def test_the_default_monte_carlo_error_is_small_against_a_weakly_tied_many_level
     mc_sd = np.std(est, axis=0, ddof=1)
     # (median 0.0157 at 8,000 points; 0.0276 at the 2,000 used before)
     assert np.median(mc_sd) < 0.055 / 3, (N_MC, mc_sd)
+
+
+def test_pair_associations_and_rpl_levels_match_simulated_records():
+    # Two three-level variables, one multinomial probit (columns 0-1, reference level 0) and
+    # one under the paper's likelihood (columns 2-4, one per level; a point is valid where
+    # exactly one is positive), tied through two factors. Their implied level shares, valid
+    # mass and mutual information against records simulated from the latent law, read by
+    # the layout's own level rule and scored by scikit-learn's mutual_info_score.
+    from sklearn.metrics import mutual_info_score
+
+    from bayesynth.models.layout import mnp_levels
+
+    blocks = CopulaBlocks(
+        ({"name": "x", "latent": [0, 1], "levels": ["a", "b", "c"], "likelihood": "mnp",
+          "reference": 0},
+         {"name": "y", "latent": [2, 3, 4], "levels": ["d", "e", "f"], "likelihood": "rpl",
+          "reference": 0}),
+        (),
+    )
+    Lam = np.array([[[1.0, 0.2], [-0.6, 0.9], [0.8, -0.5], [-0.7, 0.6], [0.1, 0.3]]])
+    sigma = np.array([[0.6, 0.8, 0.5, 0.7, 0.9]])
+    alpha = np.array([[0.3, -0.2, 0.1, -0.3, -0.6]])
+    n_mc, n_sim = 200_000, 400_000
+    out = implied_quantities(alpha, Lam, sigma, blocks, n_mc=n_mc, random_seed=5,
+                             categorical_margins="model")
+    Sigma = Lam[0] @ Lam[0].T + np.diag(sigma[0] ** 2)
+    z = np.random.default_rng(13).multivariate_normal(alpha[0], Sigma, size=n_sim)
+    pos = mnp_levels(z[:, :2])
+    x = np.where(pos >= 0, pos + 1, 0)
+    positive = z[:, 2:] > 0
+    ok = positive.sum(axis=1) == 1
+    y = positive.argmax(axis=1)
+    p_valid = ok.mean()
+    assert abs(out["valid_share"][0, 1] - p_valid) < 5 * np.sqrt(
+        p_valid * (1 - p_valid) * (1 / n_sim + 1 / n_mc))
+    assert out["valid_share"][0, 0] == 1.0
+    px = np.bincount(x, minlength=3) / n_sim
+    py = np.bincount(y[ok], minlength=3) / ok.sum()
+    se_x = np.sqrt(px * (1 - px) * (1 / n_sim + 1 / n_mc))
+    se_y = np.sqrt(py * (1 - py) * (1 / ok.sum() + 1 / (p_valid * n_mc)))
+    np.testing.assert_array_less(np.abs(out["category_prob"][0, :3] - px), 5 * se_x)
+    np.testing.assert_array_less(np.abs(out["category_prob"][0, 3:] - py), 5 * se_y)
+    # The plug-in MI's standard error: sd of the pointwise log ratio over sqrt(n), for both
+    # samples; its bias (cells - 1) / 2n is far below that here.
+    mi = mutual_info_score(x[ok], y[ok])
+    tab = np.histogram2d(x[ok], y[ok], bins=(3, 3))[0] / ok.sum()
+    log_ratio = np.log(tab / np.outer(tab.sum(1), tab.sum(0)))[x[ok], y[ok]]
+    se_mi = log_ratio.std() * np.sqrt(1 / ok.sum() + 1 / (p_valid * n_mc))
+    assert mi > 20 * se_mi  # a real association, not noise
+    assert abs(out["pair_mi"][0, 0] - mi) < 5 * se_mi
+
+
+def test_the_correlation_over_shown_points_uses_each_column_s_own_spread():
+    # t1 (column 1) is tied to the binary y (column 0), so its conditional mean given the
+    # categorical part varies widely; t2 (column 2) is tied to nothing there, only to t1
+    # through a second factor. t1 is missing where its indicator (column 3) is above its
+    # 0.6 point, the indicator tied to y too. Against records simulated directly.
+    blocks = CopulaBlocks(
+        ({"name": "y", "latent": [0], "levels": ["a", "b"], "likelihood": "mnp",
+          "reference": 0},),
+        ({"name": "t1", "latent": 1, "missing": 3, "missing_share": 0.4},
+         {"name": "t2", "latent": 2}),
+    )
+    Lam = np.array([[[1.5, 0.0], [1.8, 0.7], [0.0, 0.9], [0.8, 0.0]]])
+    sigma = np.array([[0.4, 0.5, 0.6, 0.9]])
+    alpha = np.array([[0.1, 0.0, 0.0, 0.0]])
+    n_mc, n_sim = 200_000, 400_000
+    out = implied_quantities(alpha, Lam, sigma, blocks, n_mc=n_mc, random_seed=2)
+    Sigma = Lam[0] @ Lam[0].T + np.diag(sigma[0] ** 2)
+    z = np.random.default_rng(17).multivariate_normal(alpha[0], Sigma, size=n_sim)
+    shown = z[:, 3] / np.sqrt(Sigma[3, 3]) <= norm.ppf(0.6)
+    r12 = np.corrcoef(z[shown, 1], z[shown, 2])[0, 1]
+    se = 1.0 / np.sqrt(shown.sum()) + 1.0 / np.sqrt(0.6 * n_mc)
+    assert abs(out["ordered_corr"][0, 0, 1] - r12) < 5 * se
+    assert out["ordered_corr"][0, 1, 0] == out["ordered_corr"][0, 0, 1]
