@@ -381,27 +381,31 @@ def synthesis_diagnostics(
                                               categorical_margins=categorical_margins)
     nc = idata.posterior.sizes["chain"]
     ess_min = float(cq.ESS_MIN_PER_CHAIN * nc if ess_min is None else ess_min)
+    # R-hat and ESS as the closing check of bayesynth.sample reads them (the same functions):
+    # NaN for a constant quantity and for one left unjudged, infinite or 0 where undefined
+    rhat, ess = cq.effective_rhat(table), cq.effective_ess(table)
+    raw_ess = table["ess_bulk"].to_numpy(dtype=float)
+    gone = (table["undefined_share"].to_numpy(dtype=float) if "undefined_share" in table
+            else np.zeros(len(table)))
     problems = []
-    for label, row in table.iterrows():
-        r = row["r_hat"]
-        gone = float(row.get("undefined_share", 0.0))
-        if gone > 0:
-            problems.append(((1, -np.inf), f"{label} ({row['kind']}) not judged: undefined in "
-                                           f"{100 * gone:.1f}% of the draws, where its level "
+    for i, (label, kind) in enumerate(zip(table.index, table["kind"])):
+        if gone[i] > 0:
+            problems.append(((1, -np.inf), f"{label} ({kind}) not judged: undefined in "
+                                           f"{100 * gone[i]:.1f}% of the draws, where its level "
                                            "got no Monte Carlo point; pass a larger n_mc"))
             continue
-        if _undefined(row, "r_hat") or _undefined(row, "ess_bulk"):
-            problems.append(((0, -np.inf), f"R-hat and ESS undefined for {label} "
-                                           f"({row['kind']}): some draws are missing or "
-                                           "infinite"))
+        if np.isnan(rhat[i]):  # constant: nothing to converge
             continue
-        if np.isfinite(r) and r > rhat_max:
-            problems.append(((0, -r), f"R-hat {r:.3f} for {label} ({row['kind']}): run more "
-                                      "draws"))
-        e = row["ess_bulk"]
-        if np.isfinite(e) and e < ess_min:
-            problems.append(((1, e), f"bulk ESS {e:.0f} for {label} ({row['kind']}; want "
-                                     f"{ess_min:.0f}): run more draws"))
+        if not np.isfinite(rhat[i]) or not np.isfinite(raw_ess[i]):
+            problems.append(((0, -np.inf), f"R-hat and ESS undefined for {label} "
+                                           f"({kind}): some draws are missing or infinite"))
+            continue
+        if rhat[i] > rhat_max:
+            problems.append(((0, -rhat[i]), f"R-hat {rhat[i]:.3f} for {label} ({kind}): run "
+                                            "more draws"))
+        if ess[i] < ess_min:
+            problems.append(((1, ess[i]), f"bulk ESS {ess[i]:.0f} for {label} ({kind}; want "
+                                          f"{ess_min:.0f}): run more draws"))
     problems.sort(key=lambda t: t[0])
     msgs = [m for _, m in problems[:max_warnings]]
     if len(problems) > max_warnings:
