@@ -321,6 +321,7 @@ def synthesis_diagnostics(
     max_warnings: int = 10,
     model=None,
     categorical_margins: str = "data",
+    cores: int | None = None,
 ) -> SynthesisDiagnosis:
     """Convergence of a rank-probit copula fit, judged on what synthesis uses.
 
@@ -369,6 +370,11 @@ def synthesis_diagnostics(
         with each draw's categorical intercepts calibrated to the data's level frequencies
         (the synthesizer's default) and leaves out the level probabilities of the calibrated
         variables (the data's in every draw); ``"model"`` judges the draw's own.
+    cores : int, optional
+        Processes over which the chains' quantities are computed; default: as many as the
+        chains and the machine's cores allow (see
+        :func:`~bayesynth.models.copula_quantities.synthesis_quantity_table`; the result does
+        not depend on it).
 
     Returns
     -------
@@ -378,7 +384,8 @@ def synthesis_diagnostics(
 
     table, thin = cq.synthesis_quantity_table(idata, max_draws=max_draws or cq.MAX_DRAWS,
                                               n_mc=n_mc, model=model,
-                                              categorical_margins=categorical_margins)
+                                              categorical_margins=categorical_margins,
+                                              cores=cores)
     nc = idata.posterior.sizes["chain"]
     ess_min = float(cq.ESS_MIN_PER_CHAIN * nc if ess_min is None else ess_min)
     # R-hat and ESS as the closing check of bayesynth.sample reads them (the same functions):

@@ -44,6 +44,41 @@ def test_copula_diagnostics_cover_what_synthesis_uses(mixed_df, seed):
     assert any("R-hat" in w or "ESS" in w for w in full.warnings)
 
 
+
+def test_the_judgement_does_not_depend_on_the_processes(mixed_df, seed, monkeypatch):
+    # The chains are judged in worker processes when cores allow; each chain is computed on
+    # its own either way, so the table is the same to the bit.
+    import concurrent.futures
+
+    import pandas as pd
+
+    from bayesynth.models import copula_quantities as cq
+
+    model = bs.models.rank_probit_copula(mixed_df, n_factors=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        idata = bs.sample(model, draws=30, tune=30, chains=2, random_seed=seed,
+                          progressbar=False, check_convergence=False)
+    pools = []
+
+    class Counted(concurrent.futures.ProcessPoolExecutor):
+        def __init__(self, *args, **kwargs):
+            pools.append(kwargs.get("max_workers"))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Counted)
+    monkeypatch.setattr(cq, "PARALLEL_MIN_DRAWS", 0)
+    monkeypatch.setattr(cq, "PARALLEL_MIN_DRAWS_SPAWN", 0)
+    one, _ = cq.synthesis_quantity_table(idata, cores=1)
+    assert pools == []
+    two, _ = cq.synthesis_quantity_table(idata, cores=2)
+    assert pools == [2]
+    pd.testing.assert_frame_equal(one, two, check_exact=True)
+    monkeypatch.setattr(cq, "PARALLEL_MIN_DRAWS", 61)  # above the 60 draws: one process
+    monkeypatch.setattr(cq, "PARALLEL_MIN_DRAWS_SPAWN", 61)
+    cq.synthesis_quantity_table(idata, cores=2)
+    assert pools == [2]
+
 def test_diagnose_words_and_defaults(mixed_df, seed):
     import arviz as az
 
