@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -74,8 +75,7 @@ from bayesynth.rules import _is_missing
 __all__ = ["CopulaBlocks", "implied_quantities", "synthesis_quantity_table", "effective_rhat",
            "effective_ess", "judge_thinning", "not_judged", "data_margins",
            "N_MC", "BLOCKS_ATTR", "MAX_DRAWS", "CATEGORICAL_MARGINS",
-           "check_categorical_margins", "PARALLEL_MIN_DRAWS",
-           "PARALLEL_MIN_DRAWS_SPAWN"]
+           "check_categorical_margins", "PARALLEL_MIN_DRAWS"]
 
 #: Attribute of ``idata.posterior`` holding the copula's blocks (JSON), written by
 #: :func:`bayesynth.sample`.
@@ -105,17 +105,13 @@ N_MC = 8000
 MAX_DRAWS = 4000
 
 #: Fewest draws (all chains together) for which :func:`synthesis_quantity_table` computes the
-#: chains in worker processes started by forking: below it their start and the transfer of
-#: the draws cost about what they save. Measured (2026-12-07, two cores, two chains, one
-#: process against two): the demo table (559 quantities) 0.83 against 0.79 s for 50 draws,
-#: 1.2 against 1.0 s for 100, 1.9 against 1.5 s for 200, 7.2 against 4.1 s for 1,000;
-#: SD2011 (2,353) 6.1 against 4.5 s for 100, 35.4 against 20.2 s for 400.
+#: chains in worker processes (forked, on Linux: see :func:`_implied_by_chain`): below it
+#: their start and the transfer of the draws cost about what they save. Measured on
+#: 2026-12-07 (two cores, two chains, one process against two): the demo table (559
+#: quantities) 0.83 against 0.79 s for 50 draws, 1.2 against 1.0 s for 100, 1.9 against 1.5 s
+#: for 200, 7.2 against 4.1 s for 1,000; SD2011 (2,353) 6.1 against 4.5 s for 100, 35.4
+#: against 20.2 s for 400.
 PARALLEL_MIN_DRAWS = 100
-
-#: The same where worker processes start a fresh interpreter (``spawn``, ``forkserver``: the
-#: default outside Linux), which imports bayesynth (about 3.5 s): the demo table 2.0 against
-#: 4.5 s for 200 draws, 6.9 against 7.0 s for 1,000; SD2011 37.9 against 25.4 s for 400.
-PARALLEL_MIN_DRAWS_SPAWN = 2000
 
 #: Smallest bulk ESS per chain of a quantity synthesis uses for a fit to count as converged,
 #: beside R-hat at most 1.01: Vehtari, Gelman, Simpson, Carpenter & Buerkner (2021) ask for a
@@ -388,7 +384,7 @@ def _block_levels(u: np.ndarray, offsets: np.ndarray, col_level: np.ndarray,
     A multinomial-probit block takes the level of its largest utility if that is positive and
     its reference level otherwise (as :func:`~bayesynth.models.layout.mnp_levels`); an
     ``"rpl"`` block takes the level of its one positive column, -1 (invalid) where not exactly
-    one is positive.
+    one is positive. (A NaN utility is passed over; the parameters of a draw are finite.)
     """
     n = u.shape[0]
     V = len(offsets) - 1
@@ -396,7 +392,9 @@ def _block_levels(u: np.ndarray, offsets: np.ndarray, col_level: np.ndarray,
     for b in range(V):
         lo, hi = offsets[b], offsets[b + 1]
         for m in range(n):
-            if mnp[b]:
+            if hi == lo:  # no column: the reference level (mnp), no level (rpl)
+                out[b, m] = reference[b] if mnp[b] else -1
+            elif mnp[b]:
                 best, arg = u[m, lo], lo
                 for j in range(lo + 1, hi):
                     if u[m, j] > best:
@@ -585,9 +583,8 @@ def implied_quantities(
         shifts[b_i] = np.zeros(len(b["latent"]))
     # Per column of the categorical blocks, the level it stands for (multinomial probit: the
     # levels other than the reference, in order; "rpl": one column per level)
-    col_level = np.concatenate(
-        [[h for h in range(len(b["levels"])) if b["likelihood"] != "mnp" or h != b["reference"]]
-         for b in cats]).astype(np.int64)
+    col_level = np.array([h for b in cats for h in range(len(b["levels"]))
+                          if b["likelihood"] != "mnp" or h != b["reference"]], dtype=np.int64)
     reference = np.array([b["reference"] for b in cats], dtype=np.int64)
     is_mnp = np.array([b["likelihood"] == "mnp" for b in cats], dtype=np.bool_)
     n_levels = np.array([len(b["levels"]) for b in cats], dtype=np.int64)
@@ -682,7 +679,7 @@ def implied_quantities(
                                sd[ord_cols] ** 2)
             else:  # every ordered column shown everywhere: its own mean and spread
                 mu, var = np.zeros(n_ord), sd[ord_cols] ** 2
-        level_mat = np.stack(levels)
+        level_mat = np.stack(levels) if levels else np.zeros((0, n_mc), dtype=np.int64)
         if not n_ord:
             W = MW = np.zeros((n_mc, 0))
         count, w_sum, mw_sum = _level_sums(level_mat, starts, MW, W)
@@ -756,10 +753,13 @@ def _implied_by_chain(af: np.ndarray, Lam: np.ndarray, sig: np.ndarray, blocks: 
     """Compute :func:`implied_quantities` chain by chain, in worker processes where worth it.
 
     Each chain is its own call (its calibration warm-starts from its own previous draw) with
-    one BLAS thread, so the result does not depend on ``cores``. Worker processes (the
-    default start method of :mod:`multiprocessing`, as PyMC's chains use) are used where
-    ``cores`` and the chains allow and there are at least :data:`PARALLEL_MIN_DRAWS` draws in
-    all (:data:`PARALLEL_MIN_DRAWS_SPAWN` where workers start a fresh interpreter); never
+    one BLAS thread, so the result does not depend on ``cores``. ``min(cores, chains)``
+    worker processes are used where that is more than one and there are at least
+    :data:`PARALLEL_MIN_DRAWS` draws in all, and only on Linux, where the workers are forked
+    (macOS's system libraries are not safe to fork). A worker started as a fresh interpreter
+    (``spawn``, the default on macOS and Windows) imports bayesynth, about 3.5 s (measured on
+    Linux with ``spawn``: the demo table's 1,000 draws took 6.9 s in one process, 7.0 s in
+    two), and re-runs a script that lacks an ``if __name__ == "__main__"`` guard. Never
     inside a daemonic process (a dask worker), which cannot have children.
     """
     import multiprocessing
@@ -767,10 +767,8 @@ def _implied_by_chain(af: np.ndarray, Lam: np.ndarray, sig: np.ndarray, blocks: 
 
     nc = af.shape[0]
     workers = min(nc, cores if cores is not None else (os.cpu_count() or 1))
-    method = (multiprocessing.get_start_method(allow_none=True)
-              or multiprocessing.get_all_start_methods()[0])  # (the first is the default)
-    floor = PARALLEL_MIN_DRAWS if method == "fork" else PARALLEL_MIN_DRAWS_SPAWN
-    parallel = (workers > 1 and af.shape[0] * af.shape[1] >= floor
+    parallel = (workers > 1 and af.shape[0] * af.shape[1] >= PARALLEL_MIN_DRAWS
+                and sys.platform.startswith("linux")
                 and not multiprocessing.current_process().daemon)
     # One BLAS thread, in the workers (more would oversubscribe the cores they share) and
     # here alike: the threads' summation order changes the quantities in their last bits, and
@@ -780,7 +778,8 @@ def _implied_by_chain(af: np.ndarray, Lam: np.ndarray, sig: np.ndarray, blocks: 
     args = [(af[c], Lam[c], sig[c], blocks.to_dict(), n_mc, categorical_margins, 1)
             for c in range(nc)]
     if parallel:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        with ProcessPoolExecutor(max_workers=workers,
+                                 mp_context=multiprocessing.get_context("fork")) as pool:
             parts = list(pool.map(_chain_quantities, args))
     else:
         parts = [_chain_quantities(a) for a in args]
@@ -816,9 +815,9 @@ def synthesis_quantity_table(idata, *, max_draws: int = MAX_DRAWS, n_mc: int | N
     cores : int, optional
         Processes over which the chains' quantities are computed (one chain each); default:
         as many as the chains and the machine's cores allow. Fewer than
-        :data:`PARALLEL_MIN_DRAWS` draws in all (:data:`PARALLEL_MIN_DRAWS_SPAWN` where worker
-        processes start a fresh interpreter) are computed in this process. The table does not
-        depend on it: each chain is computed on its own either way, with one BLAS thread.
+        :data:`PARALLEL_MIN_DRAWS` draws in all, and every draw where processes cannot be
+        forked, are computed in this process. The table does not depend on it: each chain is
+        computed on its own either way, with one BLAS thread.
 
     Returns
     -------

@@ -549,8 +549,10 @@ def sample(
     cores : int, optional
         Processes for parallel chains; by default one per chain up to the number of CPUs
         (PyMC's own default halves the CPU count, assuming hyper-threads). The copula's
-        convergence judgement computes its chains in as many processes (its result does not
-        depend on it).
+        convergence judgement computes its chains in up to as many forked processes (on Linux,
+        from 100 draws; see
+        :func:`~bayesynth.models.copula_quantities.synthesis_quantity_table`); its result does
+        not depend on it.
     step : step method or list, optional
         Extra step methods for other variables; they are run after the copula steps.
     collapse_levels : bool, default False
@@ -582,9 +584,10 @@ def sample(
         and 87 ms a draw for SD2011's 2,353 (about 175 s on 2,000), measured 2026-12-07 on
         short fits of each (6.9 s for 1,000 draws, 34.7 s for 400); six tenths of SD2011's is
         the calibration of each draw's categorical margins to the data's, half of that for
-        its 28-level variable. The chains are judged in parallel over ``cores`` (two: 4.1
-        instead of 7.2 s, and 20.2 instead of 35.4 s, on the same fits; the summaries by
-        ArviZ stay in one process). ``False`` skips it, for a caller that runs
+        its 28-level variable. On Linux the chains are judged in up to ``cores`` forked
+        processes, from 100 draws (two processes against one, the same fits measured again
+        in one run: 4.1 against 7.2 s, and 20.2 against 35.4 s; the summaries by ArviZ stay in
+        one process). ``False`` skips it, for a caller that runs
         :func:`check_copula_convergence`
         (or :func:`~bayesynth.evaluation.synthesis_diagnostics`, or
         :func:`check_loglik_convergence`) itself.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import warnings
 
 import numpy as np
@@ -46,8 +47,8 @@ def test_copula_diagnostics_cover_what_synthesis_uses(mixed_df, seed):
 
 
 def test_the_judgement_does_not_depend_on_the_processes(mixed_df, seed, monkeypatch):
-    # The chains are judged in worker processes when cores allow; each chain is computed on
-    # its own either way, so the table is the same to the bit.
+    # The chains are judged in worker processes when cores allow (forked, on Linux); each
+    # chain is computed on its own either way, so the table is the same to the bit.
     import concurrent.futures
 
     import pandas as pd
@@ -68,16 +69,15 @@ def test_the_judgement_does_not_depend_on_the_processes(mixed_df, seed, monkeypa
 
     monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Counted)
     monkeypatch.setattr(cq, "PARALLEL_MIN_DRAWS", 0)
-    monkeypatch.setattr(cq, "PARALLEL_MIN_DRAWS_SPAWN", 0)
     one, _ = cq.synthesis_quantity_table(idata, cores=1)
     assert pools == []
     two, _ = cq.synthesis_quantity_table(idata, cores=2)
-    assert pools == [2]
+    forked = [2] if sys.platform.startswith("linux") else []
+    assert pools == forked
     pd.testing.assert_frame_equal(one, two, check_exact=True)
     monkeypatch.setattr(cq, "PARALLEL_MIN_DRAWS", 61)  # above the 60 draws: one process
-    monkeypatch.setattr(cq, "PARALLEL_MIN_DRAWS_SPAWN", 61)
     cq.synthesis_quantity_table(idata, cores=2)
-    assert pools == [2]
+    assert pools == forked
 
 def test_diagnose_words_and_defaults(mixed_df, seed):
     import arviz as az
@@ -248,3 +248,8 @@ def test_a_quantity_constant_by_construction_is_judged_without_a_numpy_warning()
     row = table.loc["E[x | g=A]"]
     assert row["sd"] == 0 and np.isnan(row["r_hat"]) and row["undefined_share"] == 0
     assert np.isfinite(table.drop(index="E[x | g=A]")["r_hat"]).all()
+    # Nothing to converge: no message names it, although ArviZ gives a constant quantity an
+    # ESS of the draws (80 here, below the floor of 200), as the closing check reads it.
+    assert row["ess_bulk"] < 200
+    d = bs.evaluation.synthesis_diagnostics(idata, max_warnings=10_000)
+    assert d.warnings and not any("E[x | g=A]" in w for w in d.warnings)

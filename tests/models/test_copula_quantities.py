@@ -361,3 +361,26 @@ def test_the_correlation_over_shown_points_uses_each_column_s_own_spread():
     se = 1.0 / np.sqrt(shown.sum()) + 1.0 / np.sqrt(0.6 * n_mc)
     assert abs(out["ordered_corr"][0, 0, 1] - r12) < 5 * se
     assert out["ordered_corr"][0, 1, 0] == out["ordered_corr"][0, 0, 1]
+
+
+def test_ordered_columns_with_missing_values_and_no_categorical_variable():
+    # No categorical block: only t1's missingness indicator (column 2) is drawn; t1 is
+    # missing where it is above its 0.75 point. Against records simulated directly.
+    blocks = CopulaBlocks(
+        (),
+        ({"name": "t1", "latent": 0, "missing": 2, "missing_share": 0.25},
+         {"name": "t2", "latent": 1}),
+    )
+    Lam = np.array([[[1.2, 0.3], [0.8, -0.6], [0.9, 0.5]]])
+    sigma = np.array([[0.5, 0.7, 0.6]])
+    alpha = np.zeros((1, 3))
+    n_mc, n_sim = 100_000, 400_000
+    out = implied_quantities(alpha, Lam, sigma, blocks, n_mc=n_mc, random_seed=4)
+    Sigma = Lam[0] @ Lam[0].T + np.diag(sigma[0] ** 2)
+    z = np.random.default_rng(19).multivariate_normal(alpha[0], Sigma, size=n_sim)
+    shown = z[:, 2] / np.sqrt(Sigma[2, 2]) <= norm.ppf(0.75)
+    assert abs(out["shown_share"][0, 0] - 0.75) < 5 * np.sqrt(0.75 * 0.25 / n_mc)
+    r12 = np.corrcoef(z[shown, 0], z[shown, 1])[0, 1]
+    se = 1.0 / np.sqrt(shown.sum()) + 1.0 / np.sqrt(0.75 * n_mc)
+    assert abs(out["ordered_corr"][0, 0, 1] - r12) < 5 * se
+    assert out["category_prob"].shape == (1, 0) and out["pair_mi"].shape == (1, 0)
