@@ -220,7 +220,7 @@ def main(argv=None) -> None:
         else (args.categorical_margins,)
     for mode in modes:
         t1 = time.perf_counter()
-        d = synthesis_diagnostics(idata, categorical_margins=mode)
+        d = synthesis_diagnostics(idata, categorical_margins=mode, cores=args.cores)
         r = d.table["r_hat"]
         print(f"categorical margins {mode!r}: {len(r)} quantities judged in "
               f"{time.perf_counter() - t1:.1f} s; max R-hat {r.max():.3f}, "
