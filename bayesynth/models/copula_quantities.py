@@ -679,9 +679,9 @@ def implied_quantities(
                                sd[ord_cols] ** 2)
             else:  # every ordered column shown everywhere: its own mean and spread
                 mu, var = np.zeros(n_ord), sd[ord_cols] ** 2
-        level_mat = np.stack(levels) if levels else np.zeros((0, n_mc), dtype=np.int64)
-        if not n_ord:
+        else:
             W = MW = np.zeros((n_mc, 0))
+        level_mat = np.stack(levels) if levels else np.zeros((0, n_mc), dtype=np.int64)
         count, w_sum, mw_sum = _level_sums(level_mat, starts, MW, W)
         for b_i in range(len(cats)):
             blk = slice(starts[b_i], starts[b_i + 1])
@@ -697,11 +697,10 @@ def implied_quantities(
         if len(opair_arr):
             # Over the points that show both columns of a pair: the counts, the sums of each
             # column and the cross products, for every pair at once
-            WM = W * M
             both = W.T @ W
-            first = WM.T @ W  # [a, b]: the sum of M_a where a and b are shown
-            sq = (WM * M).T @ W
-            cross = WM.T @ WM
+            first = MW.T @ W  # [a, b]: the sum of M_a where a and b are shown
+            sq = (MW * M).T @ W
+            cross = MW.T @ MW
             a_, b_ = opair_arr[:, 0], opair_arr[:, 1]
             nb = both[a_, b_]
             ok = nb >= 2
@@ -738,13 +737,13 @@ def _stacked(post, name: str) -> np.ndarray:
 
 
 def _chain_quantities(args: tuple) -> dict[str, np.ndarray]:
-    """One chain's :func:`implied_quantities` (a worker process's task)."""
+    """One chain's :func:`implied_quantities`, with one BLAS thread (a worker's task)."""
     from threadpoolctl import threadpool_limits
 
-    af, Lam, sig, blocks_dict, n_mc, categorical_margins, blas_threads = args
-    with threadpool_limits(limits=blas_threads, user_api="blas"):
-        return implied_quantities(af, Lam, sig, CopulaBlocks.from_dict(blocks_dict),
-                                  n_mc=n_mc, categorical_margins=categorical_margins)
+    af, Lam, sig, blocks, n_mc, categorical_margins = args
+    with threadpool_limits(limits=1, user_api="blas"):
+        return implied_quantities(af, Lam, sig, blocks, n_mc=n_mc,
+                                  categorical_margins=categorical_margins)
 
 
 def _implied_by_chain(af: np.ndarray, Lam: np.ndarray, sig: np.ndarray, blocks: CopulaBlocks,
@@ -767,7 +766,7 @@ def _implied_by_chain(af: np.ndarray, Lam: np.ndarray, sig: np.ndarray, blocks: 
 
     nc = af.shape[0]
     workers = min(nc, cores if cores is not None else (os.cpu_count() or 1))
-    parallel = (workers > 1 and af.shape[0] * af.shape[1] >= PARALLEL_MIN_DRAWS
+    parallel = (workers > 1 and nc * af.shape[1] >= PARALLEL_MIN_DRAWS
                 and sys.platform.startswith("linux")
                 and not multiprocessing.current_process().daemon)
     # One BLAS thread, in the workers (more would oversubscribe the cores they share) and
@@ -775,8 +774,7 @@ def _implied_by_chain(af: np.ndarray, Lam: np.ndarray, sig: np.ndarray, blocks: 
     # ArviZ's folded R-hat turns that into differences of up to 0.006 where the two middle
     # draws tie around the median (measured on SD2011, 100 draws); so the table does not
     # depend on ``cores``.
-    args = [(af[c], Lam[c], sig[c], blocks.to_dict(), n_mc, categorical_margins, 1)
-            for c in range(nc)]
+    args = [(af[c], Lam[c], sig[c], blocks, n_mc, categorical_margins) for c in range(nc)]
     if parallel:
         with ProcessPoolExecutor(max_workers=workers,
                                  mp_context=multiprocessing.get_context("fork")) as pool:
@@ -839,15 +837,13 @@ def synthesis_quantity_table(idata, *, max_draws: int = MAX_DRAWS, n_mc: int | N
     nd2 = sub.sizes["draw"]
     latent = [str(v) for v in post.coords["latent"].values]
     p = len(latent)
-    Lam = _stacked(sub, "Lambda").reshape(nc * nd2, p, -1)
-    sig = _stacked(sub, "sigma").reshape(nc * nd2, p)
-    af = np.zeros((nc * nd2, p))
+    af = np.zeros((nc, nd2, p))  # per chain, as _implied_by_chain computes them
     if "alpha" in sub:
         lvl = [latent.index(str(v)) for v in sub.coords["level"].values]
-        af[:, lvl] = _stacked(sub, "alpha").reshape(nc * nd2, -1)
-    q = _implied_by_chain(af.reshape(nc, nd2, p), Lam.reshape(nc, nd2, p, -1),
-                          sig.reshape(nc, nd2, p), blocks, n_mc=n_mc or N_MC,
-                          categorical_margins=categorical_margins, cores=cores)
+        af[..., lvl] = _stacked(sub, "alpha")
+    q = _implied_by_chain(af, _stacked(sub, "Lambda"), _stacked(sub, "sigma"), blocks,
+                          n_mc=n_mc or N_MC, categorical_margins=categorical_margins,
+                          cores=cores)
     parts: list[tuple[str, str, np.ndarray]] = []
     ords = blocks.ordered_names
     oidx = [latent.index(o) for o in ords]
