@@ -38,6 +38,7 @@ import bayesynth as bs
 from bayesynth.models.copula_quantities import (
     BLOCKS_ATTR,
     CopulaBlocks,
+    draw_arrays,
     implied_quantities,
 )
 
@@ -46,14 +47,8 @@ def posterior_arrays(idata) -> tuple:
     """The blocks, the chain and draw counts, and the draws' (alpha_full, Lambda, sigma)."""
     post = idata.posterior
     blocks = CopulaBlocks.from_dict(json.loads(post.attrs[BLOCKS_ATTR]))
-    latent = [str(v) for v in post.coords["latent"].values]
     nc, nd = post.sizes["chain"], post.sizes["draw"]
-    p = len(latent)
-    Lam = post["Lambda"].values.reshape(nc * nd, p, -1)
-    sig = post["sigma"].values.reshape(nc * nd, p)
-    af = np.zeros((nc * nd, p))
-    af[:, [latent.index(str(v)) for v in post.coords["level"].values]] = \
-        post["alpha"].values.reshape(nc * nd, -1)
+    af, Lam, sig = (x.reshape(nc * nd, *x.shape[2:]) for x in draw_arrays(post))
     return blocks, nc, nd, af, Lam, sig
 
 

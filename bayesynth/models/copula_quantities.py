@@ -75,7 +75,7 @@ from bayesynth.rules import _is_missing
 __all__ = ["CopulaBlocks", "implied_quantities", "synthesis_quantity_table", "effective_rhat",
            "effective_ess", "judge_thinning", "not_judged", "data_margins",
            "N_MC", "BLOCKS_ATTR", "MAX_DRAWS", "CATEGORICAL_MARGINS",
-           "check_categorical_margins", "PARALLEL_MIN_DRAWS"]
+           "check_categorical_margins", "PARALLEL_MIN_DRAWS", "draw_arrays"]
 
 #: Attribute of ``idata.posterior`` holding the copula's blocks (JSON), written by
 #: :func:`bayesynth.sample`.
@@ -736,6 +736,20 @@ def _stacked(post, name: str) -> np.ndarray:
     return post[name].transpose("chain", "draw", ...).values
 
 
+def draw_arrays(post) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return a copula posterior's draws as :func:`implied_quantities` reads them, per chain.
+
+    ``alpha_full`` (chain, draw, p*), the intercepts with zeros for the columns without one;
+    ``Lambda`` (chain, draw, p*, k); ``sigma`` (chain, draw, p*).
+    """
+    latent = [str(v) for v in post.coords["latent"].values]
+    af = np.zeros((post.sizes["chain"], post.sizes["draw"], len(latent)))
+    if "alpha" in post:
+        af[..., [latent.index(str(v)) for v in post.coords["level"].values]] = \
+            _stacked(post, "alpha")
+    return af, _stacked(post, "Lambda"), _stacked(post, "sigma")
+
+
 def _chain_quantities(args: tuple) -> dict[str, np.ndarray]:
     """One chain's :func:`implied_quantities`, with one BLAS thread (a worker's task)."""
     from threadpoolctl import threadpool_limits
@@ -836,14 +850,8 @@ def synthesis_quantity_table(idata, *, max_draws: int = MAX_DRAWS, n_mc: int | N
     sub = post.isel(draw=slice(None, None, thin))
     nd2 = sub.sizes["draw"]
     latent = [str(v) for v in post.coords["latent"].values]
-    p = len(latent)
-    af = np.zeros((nc, nd2, p))  # per chain, as _implied_by_chain computes them
-    if "alpha" in sub:
-        lvl = [latent.index(str(v)) for v in sub.coords["level"].values]
-        af[..., lvl] = _stacked(sub, "alpha")
-    q = _implied_by_chain(af, _stacked(sub, "Lambda"), _stacked(sub, "sigma"), blocks,
-                          n_mc=n_mc or N_MC, categorical_margins=categorical_margins,
-                          cores=cores)
+    q = _implied_by_chain(*draw_arrays(sub), blocks, n_mc=n_mc or N_MC,
+                          categorical_margins=categorical_margins, cores=cores)
     parts: list[tuple[str, str, np.ndarray]] = []
     ords = blocks.ordered_names
     oidx = [latent.index(o) for o in ords]
