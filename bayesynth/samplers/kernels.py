@@ -299,6 +299,37 @@ def unconstrained_patterns(
     return mask, groups
 
 
+#: Packed index arrays of recently used pattern groups, by the groups' identity (each entry
+#: keeps its groups alive, so an identity is not reused while it is cached).
+_PACKED: dict[int, tuple[list, tuple[np.ndarray, ...]]] = {}
+
+
+def _packed_groups(groups: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, ...]:
+    """Return (col_idx, col_off, row_idx, row_off) of ``groups``, packed once and cached."""
+    hit = _PACKED.get(id(groups))
+    if hit is not None and hit[0] is groups:
+        return hit[1]
+    col_off = np.r_[0, np.cumsum([len(c) for c, _ in groups])].astype(np.int64)
+    row_off = np.r_[0, np.cumsum([len(r) for _, r in groups])].astype(np.int64)
+    col_idx = np.concatenate([c for c, _ in groups]).astype(np.int64)
+    row_idx = np.concatenate([r for _, r in groups]).astype(np.int64)
+    if len(_PACKED) >= 8:  # a few models at a time; forget the oldest
+        _PACKED.pop(next(iter(_PACKED)))
+    packed = (col_idx, col_off, row_idx, row_off)
+    _PACKED[id(groups)] = (groups, packed)
+    return packed
+
+
+@numba.njit(cache=True, nogil=True)
+def _masked_residual(z, alpha_full, mask, out):  # pragma: no cover - compiled
+    """Write z - alpha_full into ``out``, with zeros where ``mask`` is set (one pass)."""
+    n, p = z.shape
+    for j in range(p):
+        a = alpha_full[j]
+        for i in range(n):
+            out[i, j] = 0.0 if mask[i, j] else z[i, j] - a
+
+
 @numba.njit(cache=True)
 def _eta_by_pattern(P, LtS, Lambda, rhs, noise, col_idx, col_off, row_idx, row_off,
                     eta):  # pragma: no cover - compiled
@@ -309,18 +340,20 @@ def _eta_by_pattern(P, LtS, Lambda, rhs, noise, col_idx, col_off, row_idx, row_o
     (mean P_g^-1 rhs_i, covariance (L L')^-1 = P_g^-1), written into ``eta``.
     """
     k = P.shape[0]
-    Pg = np.empty((k, k))
     m = np.empty(k)
     for g in range(col_off.shape[0] - 1):
-        for a in range(k):
-            for b in range(k):
-                Pg[a, b] = P[a, b]
-        for q in range(col_off[g], col_off[g + 1]):
-            j = col_idx[q]
-            for a in range(k):
-                la = LtS[a, j]
-                for b in range(k):
-                    Pg[a, b] -= la * Lambda[j, b]
+        c0, c1 = col_off[g], col_off[g + 1]
+        if c1 > c0:  # P - sum over the unconstrained columns, one matrix product (BLAS)
+            A = np.empty((k, c1 - c0))
+            B = np.empty((c1 - c0, k))
+            for q in range(c1 - c0):
+                j = col_idx[c0 + q]
+                for a in range(k):
+                    A[a, q] = LtS[a, j]
+                    B[q, a] = Lambda[j, a]
+            Pg = P - np.dot(A, B)
+        else:
+            Pg = P.copy()
         L = np.linalg.cholesky(Pg)
         r0, r1 = row_off[g], row_off[g + 1]
         if r1 - r0 >= 16:  # many records: two matrix products (BLAS) with L^-1
@@ -414,15 +447,12 @@ def draw_eta(
     P = np.eye(k) + LtS @ Lambda
     if patterns is not None and any(len(cols) for cols, _ in patterns[1]):
         mask, groups = patterns
-        W = z - alpha_full
-        W[mask] = 0.0  # (a copy: z is not modified)
+        W = np.empty(z.shape, order="F")
+        _masked_residual(z, np.ascontiguousarray(alpha_full, dtype=np.float64), mask, W)
         rhs = W @ LtS.T  # Lambda_O' Sigma_O^-1 (z_iO - alpha_O), (n, k)
         noise = standard_normal(rng, (n, k))
         eta = np.empty((n, k))
-        col_off = np.r_[0, np.cumsum([len(c) for c, _ in groups])].astype(np.int64)
-        row_off = np.r_[0, np.cumsum([len(r) for _, r in groups])].astype(np.int64)
-        col_idx = np.concatenate([c for c, _ in groups]).astype(np.int64)
-        row_idx = np.concatenate([r for _, r in groups]).astype(np.int64)
+        col_idx, col_off, row_idx, row_off = _packed_groups(groups)
         _eta_by_pattern(np.ascontiguousarray(P), np.ascontiguousarray(LtS),
                         np.ascontiguousarray(Lambda, dtype=np.float64),
                         np.ascontiguousarray(rhs), noise, col_idx, col_off, row_idx, row_off,
@@ -661,8 +691,41 @@ def redraw_unconstrained(
     unconstrained : sequence of (int, numpy.ndarray)
         Column index and its unconstrained records.
     """
-    for j, U in unconstrained:
-        z[U, j] = alpha_full[j] + eta[U] @ Lambda[j] + sd[j] * rng.standard_normal(len(U))
+    if not len(unconstrained):
+        return
+    cols = np.array([j for j, _ in unconstrained], dtype=np.int64)
+    off = np.zeros(len(unconstrained) + 1, dtype=np.int64)
+    np.cumsum([len(U) for _, U in unconstrained], out=off[1:])
+    rows = np.concatenate([U for _, U in unconstrained]).astype(np.int64, copy=False)
+    # one call draws the same stream as one call per column, in order
+    noise = rng.standard_normal(int(off[-1]))
+    if 8 * off[-1] < len(eta) * len(cols):  # few entries: a product per column's records
+        for q, (j, U) in enumerate(unconstrained):
+            z[U, j] = alpha_full[j] + eta[U] @ Lambda[j] + sd[j] * noise[off[q]:off[q + 1]]
+        return
+    # the listed columns' means for every record in one matrix product (BLAS), then the
+    # listed entries written: three times faster than the loop above where 70% are listed
+    # (SD2011) and no slower down to an eighth
+    M = np.ascontiguousarray(eta, dtype=np.float64) @ np.ascontiguousarray(Lambda[cols].T)
+    _redraw_records(z, np.ascontiguousarray(alpha_full, dtype=np.float64), M,
+                    np.ascontiguousarray(sd, dtype=np.float64), cols, off, rows, noise)
+
+
+@numba.njit(cache=True, nogil=True)
+def _redraw_records(z, alpha_full, M, sd, cols, off, rows, noise):  # pragma: no cover
+    """z[i, j] = alpha_j + M[i, q] + sd_j e for each listed (column j = cols[q], record i).
+
+    The compiled loop of :func:`redraw_unconstrained`: column ``cols[q]``'s records are
+    ``rows[off[q]:off[q + 1]]``, their noise ``noise[off[q]:off[q + 1]]``, and ``M[:, q]`` is
+    eta lambda_j.
+    """
+    for q in range(cols.shape[0]):
+        j = cols[q]
+        a_j = alpha_full[j]
+        s_j = sd[j]
+        for t in range(off[q], off[q + 1]):
+            i = rows[t]
+            z[i, j] = a_j + M[i, q] + s_j * noise[t]
 
 
 def draw_Lambda(

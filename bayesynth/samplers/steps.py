@@ -713,6 +713,11 @@ class FactorScoresGibbs(CopulaGibbsStep):
         self._collapsed = bool(self.collapse_levels and len(rpl) and len(rpl) < s.p)
         self._accept = 1.0
 
+    @property
+    def collapsed(self) -> bool:
+        """Whether the update integrates the ``"rpl"`` level columns out (an MH step)."""
+        return self._collapsed
+
     def _update(self, point):
         s = self.structure
         prec = 1.0 / s.sd(point) ** 2

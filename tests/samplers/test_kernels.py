@@ -204,6 +204,27 @@ def test_redraw_unconstrained_draws_only_those_values_from_the_factor_model(smal
     np.testing.assert_array_equal(z[~touched], before[~touched])
 
 
+def test_redraw_unconstrained_writes_the_factor_model_draw_of_each_listed_value(small, rng):
+    """Both of its paths (one matrix product for all records where many values are listed, a
+    product per column where few are) write alpha_j + eta_i' lambda_j + sd_j e_ij with the
+    normals drawn in column order from the generator, as one call per column would."""
+    n, p, k = 400, small["p"], small["k"]
+    eta = rng.normal(size=(n, k))
+    L, alpha = small["Lambda"], small["alpha_full"]
+    sd = small["prec"] ** -0.5
+    sets = {"many": _unconstrained_sets(n), "few": [(0, np.array([1, 4, 7])),
+                                                    (2, np.array([0, 9]))]}
+    for name, free in sets.items():
+        z = np.asfortranarray(rng.normal(size=(n, p)))
+        expect = z.copy()
+        g = np.random.default_rng(11)
+        for j, U in free:
+            expect[U, j] = alpha[j] + eta[U] @ L[j] + sd[j] * g.standard_normal(len(U))
+        K.redraw_unconstrained(np.random.default_rng(11), z, alpha, L, eta,
+                               np.broadcast_to(sd, (p,)), free)
+        np.testing.assert_allclose(z, expect, rtol=1e-13, atol=1e-13, err_msg=name)
+
+
 def test_layout_lists_the_records_the_data_leave_unconstrained():
     import dataclasses
 

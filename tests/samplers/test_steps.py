@@ -13,11 +13,13 @@ import bayesynth as bs
 from bayesynth.errors import IncompatibleModelError
 from bayesynth.samplers import (
     COPULA_STEPS,
+    FactorScoresGibbs,
     LatentGibbs,
     PrecisionGibbs,
     ShrinkageGibbs,
     assign_copula_steps,
 )
+from bayesynth.samplers.steps import MarginalLoadingsHMC
 
 
 @pytest.fixture
@@ -25,11 +27,21 @@ def model(mixed_missing_df):
     return bs.models.rank_probit_copula(mixed_missing_df, n_factors=2)
 
 
-def test_every_block_gets_its_gibbs_step(model):
+def test_every_block_gets_its_gibbs_step(model, mixed_missing_df):
+    """Every step of the sweep but the factor scores' own: the sweep's last step (the
+    Hamiltonian move) ends with an exact draw from the scores' conditional, so a first step
+    drawing them again from it, given the same state, would change nothing in law. With the
+    scores' step a Metropolis step (``collapse_levels``), it stays."""
     steps = assign_copula_steps(model)
-    assert [type(s) for s in steps] == list(COPULA_STEPS)
+    assert COPULA_STEPS[0] is FactorScoresGibbs and COPULA_STEPS[-1] is MarginalLoadingsHMC
+    assert [type(s) for s in steps] == list(COPULA_STEPS[1:])
     covered = {v.name for s in steps for v in s.vars}
     assert covered == {v.name for v in model.value_vars}
+    rpl = bs.models.rank_probit_copula(mixed_missing_df, n_factors=2,
+                                       categorical_likelihood="rpl")
+    steps = assign_copula_steps(rpl, collapse_levels=True)
+    assert type(steps[0]) is FactorScoresGibbs and steps[0].collapsed
+    assert type(steps[-1]) is MarginalLoadingsHMC
 
 
 def test_moves_of_absent_blocks_are_left_out_without_a_warning():
@@ -451,3 +463,40 @@ def test_loadings_and_precision_steps_redraw_exactly_the_unconstrained_latent_va
     free_scale = bs.models.get_layout(model).free_scale_columns
     assert [(int(free_scale[c]), list(U)) for c, U in passed] == [(jx, list(free[jx]))]
     assert jx != int(np.flatnonzero(free_scale == jx)[0])
+
+
+def test_the_hamiltonian_move_ends_with_an_exact_draw_of_the_factor_scores():
+    """Why the default sweep has no factor-score step of its own: its last step, the
+    Hamiltonian move, leaves the scores drawn from their full conditional given the state it
+    leaves, N(P^-1 Lambda' Sigma^-1 (z_i - alpha), P^-1), P = I + Lambda' Sigma^-1 Lambda,
+    whatever the scores were before it (here a thousand standard deviations away)."""
+    from bayesynth.samplers.steps import copula_structure
+
+    model = _small_copula()
+    steps = assign_copula_steps(model)
+    assert not any(isinstance(s, FactorScoresGibbs) for s in steps)
+    hmc = steps[-1]
+    assert isinstance(hmc, MarginalLoadingsHMC)
+    rng = np.random.default_rng(3)
+    for s in steps:
+        s.rng = rng
+    point = dict(model.initial_point())
+    for _ in range(30):
+        for s in steps:
+            s._update(point)
+    s = copula_structure(model)
+    resid = []
+    for _ in range(60):
+        state = {key: np.array(v, copy=True) for key, v in point.items()}
+        s.io["eta"].put(state, np.full_like(s.value(state, "eta"), 1e3))
+        hmc._update(state)
+        Lam, prec = s.value(state, "Lambda"), 1.0 / s.sd(state) ** 2
+        P = np.eye(s.k) + (Lam.T * prec) @ Lam
+        mean = np.linalg.solve(P, (Lam.T * prec) @ (s.value(state, "z") - s.alpha_full(state)).T)
+        L = np.linalg.cholesky(P)  # P^-1 = L'^-1 L^-1: L' (eta - mean) ~ N(0, I)
+        resid.append(L.T @ (s.value(state, "eta").T - mean))
+    r = np.concatenate(resid, axis=1)  # (k, 60 n) standardised residuals
+    m = r.shape[1]
+    assert np.all(np.abs(r.mean(axis=1)) < 4.5 / np.sqrt(m)), r.mean(axis=1)
+    assert np.all(np.abs(r.var(axis=1) - 1) < 4.5 * np.sqrt(2 / m)), r.var(axis=1)
+    assert abs(np.corrcoef(r)[0, 1]) < 4.5 / np.sqrt(m)
