@@ -1545,7 +1545,9 @@ class MarginalLoadingsHMC(CopulaGibbsStep):
                 "step_size_hmc": float(self._adapt.current(self.tune))}
 
 
-#: The copula steps in the order of one Gibbs sweep.
+#: The copula steps in the order of one Gibbs sweep (``assign_copula_steps`` leaves out the
+#: first, the plain factor-score block, when the last, the Hamiltonian move, ends with that
+#: same draw).
 COPULA_STEPS: tuple[type[CopulaGibbsStep], ...] = (
     FactorScoresGibbs,
     LatentGibbs,
