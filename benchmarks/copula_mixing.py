@@ -106,7 +106,8 @@ def main(argv=None) -> None:
                          "2026-12-04) instead of each chain's own dispersed start")
     ap.add_argument("--drop", default="",
                     help="comma-separated copula steps to leave out (ablation), e.g. "
-                         "RotationMove,MarginalLoadingsHMC")
+                         "RotationMove,MarginalLoadingsHMC (FactorScoresGibbs is already out "
+                         "while the sweep ends with MarginalLoadingsHMC, and back without it)")
     ap.add_argument("--add", default="",
                     help="comma-separated optional copula steps to add to the sweep, after "
                          "the transport scale move (bayesynth.samplers.OPTIONAL_COPULA_STEPS), "

@@ -301,14 +301,17 @@ def unconstrained_patterns(
 
 #: Packed index arrays of recently used pattern groups, by the groups' identity (each entry
 #: keeps its groups alive, so an identity is not reused while it is cached).
-_PACKED: dict[int, tuple[list, tuple[np.ndarray, ...]]] = {}
+_PACKED: dict[int, tuple[list, tuple[int, ...], tuple[np.ndarray, ...]]] = {}
 
 
 def _packed_groups(groups: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, ...]:
     """Return (col_idx, col_off, row_idx, row_off) of ``groups``, packed once and cached."""
+    # the entry holds its list (so an identity is not reused while cached) and the identities
+    # of the arrays it packed (so a list changed in place since is packed afresh)
+    ids = tuple(id(a) for pair in groups for a in pair)
     hit = _PACKED.get(id(groups))
-    if hit is not None and hit[0] is groups:
-        return hit[1]
+    if hit is not None and hit[0] is groups and hit[1] == ids:
+        return hit[2]
     col_off = np.r_[0, np.cumsum([len(c) for c, _ in groups])].astype(np.int64)
     row_off = np.r_[0, np.cumsum([len(r) for _, r in groups])].astype(np.int64)
     col_idx = np.concatenate([c for c, _ in groups]).astype(np.int64)
@@ -316,7 +319,7 @@ def _packed_groups(groups: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndar
     if len(_PACKED) >= 8:  # a few models at a time; forget the oldest
         _PACKED.pop(next(iter(_PACKED)))
     packed = (col_idx, col_off, row_idx, row_off)
-    _PACKED[id(groups)] = (groups, packed)
+    _PACKED[id(groups)] = (groups, ids, packed)
     return packed
 
 
@@ -447,6 +450,9 @@ def draw_eta(
     P = np.eye(k) + LtS @ Lambda
     if patterns is not None and any(len(cols) for cols, _ in patterns[1]):
         mask, groups = patterns
+        if mask.shape != z.shape:
+            raise ValueError(f"draw_eta: the patterns' mask has shape {mask.shape}, the latent "
+                             f"data {z.shape}")
         W = np.empty(z.shape, order="F")
         _masked_residual(z, np.ascontiguousarray(alpha_full, dtype=np.float64), mask, W)
         rhs = W @ LtS.T  # Lambda_O' Sigma_O^-1 (z_iO - alpha_O), (n, k)
@@ -697,6 +703,9 @@ def redraw_unconstrained(
     off = np.zeros(len(unconstrained) + 1, dtype=np.int64)
     np.cumsum([len(U) for _, U in unconstrained], out=off[1:])
     rows = np.concatenate([U for _, U in unconstrained]).astype(np.int64, copy=False)
+    n, p = z.shape
+    if len(rows) and (rows.min() < 0 or rows.max() >= n) or cols.min() < 0 or cols.max() >= p:
+        raise IndexError("redraw_unconstrained: a record or column index is out of range")
     # one call draws the same stream as one call per column, in order
     noise = rng.standard_normal(int(off[-1]))
     if 8 * off[-1] < len(eta) * len(cols):  # few entries: a product per column's records

@@ -74,7 +74,7 @@ _LOGLIK: dict[int, tuple[Any, Any, Any, tuple[LoglikConvergence, int, int]]] = {
 
 
 def assign_copula_steps(
-    model: pm.Model | None = None, *, collapse_levels: bool = False
+    model: pm.Model | None = None, *, collapse_levels: bool = False, ends_sweep: bool = True
 ) -> list[CopulaGibbsStep]:
     """Instantiate every copula Gibbs step that fits ``model``.
 
@@ -83,13 +83,17 @@ def assign_copula_steps(
     to those variables.
 
     When the sweep ends with :class:`~bayesynth.samplers.steps.MarginalLoadingsHMC` (the
-    default), :class:`~bayesynth.samplers.steps.FactorScoresGibbs` is left out: the
+    default) and nothing runs after it, :class:`~bayesynth.samplers.steps.FactorScoresGibbs`
+    is left out: the
     Hamiltonian move ends by drawing the factor scores (and the unconstrained latent values)
     exactly from their conditional, and the scores' own step, first in the next sweep, would
     draw them again from the same conditional given the same state. Leaving it out changes
     nothing in the chain's law but its first sweep, which starts from the initial scores; on
     SD2011 it saves about a tenth of a sweep. With ``collapse_levels=True`` the scores' step is a
-    Metropolis step, not that draw, and stays.
+    Metropolis step, not that draw, and stays; so it does where PyMC would append its own step
+    for a variable these steps leave over (a replaced prior) or a caller appends steps
+    (``ends_sweep=False``), since those run between the two draws and change their
+    conditional.
 
     Parameters
     ----------
@@ -99,6 +103,9 @@ def assign_copula_steps(
         Update the factor scores with the categorical level columns integrated out (see
         :class:`~bayesynth.samplers.steps.FactorScoresGibbs`); ``False`` gives the paper's
         plain Gibbs block.
+    ends_sweep : bool, default True
+        Whether these steps end the sweep (no step of the caller's runs after them); see
+        above.
 
     Returns
     -------
@@ -119,13 +126,15 @@ def assign_copula_steps(
             if cls is LatentGibbs:
                 raise
             skipped.append((cls, err))
-    if (len(steps) > 1 and isinstance(steps[0], FactorScoresGibbs)
-            and not steps[0].collapsed and isinstance(steps[-1], MarginalLoadingsHMC)):
+    if (ends_sweep and len(steps) > 1 and isinstance(steps[0], FactorScoresGibbs)
+            and not steps[0].collapsed and isinstance(steps[-1], MarginalLoadingsHMC)
+            and not _uncovered_variables(model, steps[1:])):
         # The sweep's last step ends by drawing the factor scores (with the unconstrained
         # latent values) from the very conditional the first step draws them from, given the
         # same state: the first step would redraw a block just drawn exactly, which leaves
         # the chain's law unchanged (a Gibbs block's draw does not depend on the block's old
-        # value). Only the first sweep differs: it starts from the initial scores.
+        # value). Only the first sweep differs: it starts from the initial scores. Nothing may
+        # run in between: no PyMC step for a left-over variable, no step a caller appends.
         steps.pop(0)
     leftover = _uncovered_variables(model, steps)
     for cls, err in skipped:
@@ -454,6 +463,7 @@ def steps(
     random_seed: int | Sequence[int] | np.random.Generator | None = None,
     collapse_levels: bool = False,
     pgbart_kwargs: dict[str, Any] | None = None,
+    ends_sweep: bool = True,
 ) -> list:
     """Return bayesynth's step methods for ``model``, for :func:`pymc.sample`.
 
@@ -483,6 +493,11 @@ def steps(
         See :func:`sample`.
     pgbart_kwargs : dict, optional
         See :func:`sample`.
+    ends_sweep : bool, default True
+        For the copula: whether these steps end the sweep. Pass ``False`` when appending steps
+        of your own (``step=bs.steps(model, ends_sweep=False) + [mine]``): the copula's last
+        step then no longer ends with the factor scores' draw that makes their own step
+        redundant, so it is kept (:func:`assign_copula_steps`).
 
     Returns
     -------
@@ -499,7 +514,8 @@ def steps(
     if has_bart(model):
         return bart_steps(model, random_seed=random_seed, **(pgbart_kwargs or {}))
     if _is_copula(model):
-        return list(assign_copula_steps(model, collapse_levels=collapse_levels))
+        return list(assign_copula_steps(model, collapse_levels=collapse_levels,
+                                        ends_sweep=ends_sweep))
     if latent_class_spec(model) is not None:
         return latent_class_steps(model)
     return []
@@ -694,8 +710,9 @@ def sample(
         check_integer(chains, "chains", 1)
     model = modelcontext(model)
     copula = False
+    extra = [] if step is None else list(step) if isinstance(step, list | tuple) else [step]
     found: list[Any] = steps(model, random_seed=random_seed, collapse_levels=collapse_levels,
-                             pgbart_kwargs=pgbart_kwargs)
+                             pgbart_kwargs=pgbart_kwargs, ends_sweep=not extra)
     if has_bart(model):
         # Chains run one after the other so that pymc-bart's stored trees follow the
         # (chain, draw) order of the trace.
@@ -737,7 +754,6 @@ def sample(
             kwargs["initvals"] = [{**start, **draw, **(given or {})}
                                   for draw in _dispersed_class_starts(model, chains,
                                                                       random_seed)]
-    extra = [] if step is None else list(step) if isinstance(step, list | tuple) else [step]
     found.extend(extra)
     kwargs.setdefault("compute_convergence_checks", False)
     if found:  # no jitter: the latent data must start inside the constraint set
@@ -788,7 +804,8 @@ def sample(
             kwargs["initvals"] = [constrained(last[c]) for c in range(chains)]
             if weighted:  # start exactly where each chain ended: no jitter, no optimisation
                 kwargs["init"] = _restart_init(kwargs.get("init", "auto"))
-            fresh = steps(model, random_seed=random_seed, collapse_levels=collapse_levels)
+            fresh = steps(model, random_seed=random_seed, collapse_levels=collapse_levels,
+                          ends_sweep=not extra)
             fresh.extend(extra)
             with limit:
                 runs.append(_run_pymc(model, draws, retune, chains, fresh,

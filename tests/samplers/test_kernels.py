@@ -225,6 +225,39 @@ def test_redraw_unconstrained_writes_the_factor_model_draw_of_each_listed_value(
         np.testing.assert_allclose(z, expect, rtol=1e-13, atol=1e-13, err_msg=name)
 
 
+def test_redraw_unconstrained_refuses_indices_out_of_range(small, rng):
+    """The compiled loop does no bounds checks: the indices are checked before it."""
+    n, p, k = 40, small["p"], small["k"]
+    z = np.asfortranarray(rng.normal(size=(n, p)))
+    args = (small["alpha_full"], small["Lambda"], rng.normal(size=(n, k)), np.ones(p))
+    with pytest.raises(IndexError, match="out of range"):
+        K.redraw_unconstrained(rng, z, *args, [(0, np.arange(1, n + 1))])
+    with pytest.raises(IndexError, match="out of range"):
+        K.redraw_unconstrained(rng, z, *args, [(p, np.arange(n))])
+
+
+def test_draw_eta_packs_a_pattern_list_changed_in_place_afresh(small, rng):
+    """The packed index arrays of a pattern list are cached by the list's identity; a list
+    changed in place since must not get the old packing back."""
+    L, prec, alpha = small["Lambda"], small["prec"], small["alpha_full"]
+    n, p = 30, small["p"]
+    z = rng.normal(size=(n, p))
+    mask, groups = K.unconstrained_patterns(n, p, [(0, np.arange(10)), (1, np.arange(5, 20))])
+    K.draw_eta(np.random.default_rng(1), z, alpha, L, prec, patterns=(mask, groups))
+    # move the records of the first two patterns between each other, in place
+    (c0, r0), (c1, r1) = groups[0], groups[1]
+    groups[0], groups[1] = (c0, r1), (c1, r0)
+    mask2 = np.zeros_like(mask)
+    for cols, rows in groups:
+        mask2[np.ix_(rows, cols)] = True
+    got = K.draw_eta(np.random.default_rng(1), z, alpha, L, prec, patterns=(mask2, groups))
+    fresh = [(np.array(c), np.array(r)) for c, r in groups]  # a new list: packed afresh
+    want = K.draw_eta(np.random.default_rng(1), z, alpha, L, prec, patterns=(mask2, fresh))
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="mask"):
+        K.draw_eta(rng, z[:-1], alpha, L, prec, patterns=(mask, groups))
+
+
 def test_layout_lists_the_records_the_data_leave_unconstrained():
     import dataclasses
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import warnings
 
 import numpy as np
@@ -465,38 +466,80 @@ def test_loadings_and_precision_steps_redraw_exactly_the_unconstrained_latent_va
     assert jx != int(np.flatnonzero(free_scale == jx)[0])
 
 
-def test_the_hamiltonian_move_ends_with_an_exact_draw_of_the_factor_scores():
+def test_the_hamiltonian_move_ends_with_an_exact_draw_of_the_factor_scores(mixed_missing_df,
+                                                                          monkeypatch):
     """Why the default sweep has no factor-score step of its own: its last step, the
-    Hamiltonian move, leaves the scores drawn from their full conditional given the state it
-    leaves, N(P^-1 Lambda' Sigma^-1 (z_i - alpha), P^-1), P = I + Lambda' Sigma^-1 Lambda,
-    whatever the scores were before it (here a thousand standard deviations away)."""
+    Hamiltonian move, leaves the scores drawn from their conditional given the state it
+    leaves and the latent values the data constrain, N(P_i^-1 sum_(j in O_i) lambda_j
+    (z_ij - alpha_j) / sigma_j^2, P_i^-1), P_i = I + sum_(j in O_i) lambda_j lambda_j' /
+    sigma_j^2, whatever the scores were before it (here a thousand sds away). The table has
+    missing values, so the block drawn is (scores, unconstrained latent values)."""
+    from bayesynth.samplers import kernels as K
     from bayesynth.samplers.steps import copula_structure
 
-    model = _small_copula()
+    model = bs.models.rank_probit_copula(mixed_missing_df, n_factors=2)
+    s = copula_structure(model)
+    assert s.layout.unconstrained_records  # the patterned block is what is tested
     steps = assign_copula_steps(model)
-    assert not any(isinstance(s, FactorScoresGibbs) for s in steps)
+    assert not any(isinstance(st, FactorScoresGibbs) for st in steps)
     hmc = steps[-1]
     assert isinstance(hmc, MarginalLoadingsHMC)
     rng = np.random.default_rng(3)
-    for s in steps:
-        s.rng = rng
+    for st in steps:
+        st.rng = rng
     point = dict(model.initial_point())
     for _ in range(30):
-        for s in steps:
-            s._update(point)
-    s = copula_structure(model)
+        for st in steps:
+            st._update(point)
+    mask, groups = K.unconstrained_patterns(s.layout.n, s.p, s.layout.unconstrained_records)
+    steps_mod = sys.modules["bayesynth.samplers.steps"]
+    calls = []
+    draw = steps_mod._draw_scores
+
+    def recorded(step, pt, alpha, Lam, sd):
+        calls.append((np.array(alpha), np.array(Lam), np.array(sd)))
+        return draw(step, pt, alpha, Lam, sd)
+
+    monkeypatch.setattr(steps_mod, "_draw_scores", recorded)
     resid = []
-    for _ in range(60):
+    for _ in range(150):
         state = {key: np.array(v, copy=True) for key, v in point.items()}
         s.io["eta"].put(state, np.full_like(s.value(state, "eta"), 1e3))
         hmc._update(state)
         Lam, prec = s.value(state, "Lambda"), 1.0 / s.sd(state) ** 2
-        P = np.eye(s.k) + (Lam.T * prec) @ Lam
-        mean = np.linalg.solve(P, (Lam.T * prec) @ (s.value(state, "z") - s.alpha_full(state)).T)
-        L = np.linalg.cholesky(P)  # P^-1 = L'^-1 L^-1: L' (eta - mean) ~ N(0, I)
-        resid.append(L.T @ (s.value(state, "eta").T - mean))
-    r = np.concatenate(resid, axis=1)  # (k, 60 n) standardised residuals
+        # the draw is given the state the move leaves (not its start)
+        a_used, lam_used, sd_used = calls.pop()
+        np.testing.assert_allclose(sd_used, s.sd(state), rtol=1e-12)
+        np.testing.assert_array_equal(lam_used, Lam)
+        np.testing.assert_array_equal(a_used, s.alpha_full(state))
+        eta, z, alpha = s.value(state, "eta"), s.value(state, "z"), s.alpha_full(state)
+        for cols, rows in groups:
+            keep = np.setdiff1d(np.arange(s.p), cols)
+            Lo, po = Lam[keep], prec[keep]
+            P = np.eye(s.k) + (Lo.T * po) @ Lo
+            mean = np.linalg.solve(P, (Lo.T * po) @ (z[np.ix_(rows, keep)] - alpha[keep]).T)
+            L = np.linalg.cholesky(P)  # P^-1 = L'^-1 L^-1: L' (eta - mean) ~ N(0, I)
+            resid.append(L.T @ (eta[rows].T - mean))
+    r = np.concatenate(resid, axis=1)  # (k, 150 n) standardised residuals
     m = r.shape[1]
     assert np.all(np.abs(r.mean(axis=1)) < 4.5 / np.sqrt(m)), r.mean(axis=1)
     assert np.all(np.abs(r.var(axis=1) - 1) < 4.5 * np.sqrt(2 / m)), r.var(axis=1)
     assert abs(np.corrcoef(r)[0, 1]) < 4.5 / np.sqrt(m)
+
+
+def test_a_step_after_the_hamiltonian_move_keeps_the_score_step():
+    """The score step is left out only where nothing runs between the Hamiltonian move's score
+    draw and the next sweep: with a prior that PyMC's own step samples (appended after the
+    copula's steps) or with steps a caller appends (``ends_sweep=False``), it stays."""
+    df = bs.datasets.simulate_child_health(n=80, random_seed=5)[["m_race", "male", "read",
+                                                                 "mage", "ndi_birth"]]
+    swapped = bs.models.rank_probit_copula(df, n_factors=2, priors={
+        "alpha": lambda name, dims: pm.StudentT(name, nu=4, mu=0, sigma=1, dims=dims)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        left = assign_copula_steps(swapped)
+    assert isinstance(left[-1], MarginalLoadingsHMC) and isinstance(left[0], FactorScoresGibbs)
+    model = _small_copula()
+    assert not isinstance(assign_copula_steps(model)[0], FactorScoresGibbs)
+    kept = bs.steps(model, ends_sweep=False)
+    assert isinstance(kept[0], FactorScoresGibbs) and isinstance(kept[-1], MarginalLoadingsHMC)
