@@ -704,7 +704,7 @@ def redraw_unconstrained(
     np.cumsum([len(U) for _, U in unconstrained], out=off[1:])
     rows = np.concatenate([U for _, U in unconstrained]).astype(np.int64, copy=False)
     n, p = z.shape
-    if len(rows) and (rows.min() < 0 or rows.max() >= n) or cols.min() < 0 or cols.max() >= p:
+    if (len(rows) and (rows.min() < 0 or rows.max() >= n)) or cols.min() < 0 or cols.max() >= p:
         raise IndexError("redraw_unconstrained: a record or column index is out of range")
     # one call draws the same stream as one call per column, in order
     noise = rng.standard_normal(int(off[-1]))
@@ -713,8 +713,8 @@ def redraw_unconstrained(
             z[U, j] = alpha_full[j] + eta[U] @ Lambda[j] + sd[j] * noise[off[q]:off[q + 1]]
         return
     # the listed columns' means for every record in one matrix product (BLAS), then the
-    # listed entries written: three times faster than the loop above where 70% are listed
-    # (SD2011) and no slower down to an eighth
+    # listed entries written; measured against the loop above on SD2011's shape: 2.9 times
+    # as fast with 70% of the entries listed, 1.8 times with 18%, 1.3 times slower with 3%
     M = np.ascontiguousarray(eta, dtype=np.float64) @ np.ascontiguousarray(Lambda[cols].T)
     _redraw_records(z, np.ascontiguousarray(alpha_full, dtype=np.float64), M,
                     np.ascontiguousarray(sd, dtype=np.float64), cols, off, rows, noise)
