@@ -1,15 +1,18 @@
-"""Milliseconds per sweep of the copula's default steps at small n, where overhead dominates.
+"""Milliseconds per sweep of the copula's default steps, per step.
 
 The bare sweep (each step's update called in a plain loop: ``copula_gibbs.py``'s
 ``bare_seconds_per_iter``), one chain on one core, default model settings (the default number
 of factors), after 20 warm-up sweeps. Tables: ``two-column`` is notebook 01's (a five-level
 categorical variable and a Poisson count given it, n = 1,000, seed 61); a number n is the
-simulated child-health table of that size (seed 2026). Prints the milliseconds of a sweep and
-of each step.
+simulated child-health table of that size (seed 2026); ``sd2011`` is SD2011's 33 modelled
+columns under the survey schema of ``real_data.py`` (n = 5,000, with missing values, special
+codes and rules; needs ``../shared/data``). Prints the milliseconds of a sweep and of each
+step.
 
 Usage::
 
     python benchmarks/sweep_overhead.py two-column 1000 2000 [--iters 300]
+    python benchmarks/sweep_overhead.py sd2011 --iters 40
 """
 
 from __future__ import annotations
@@ -36,23 +39,43 @@ def two_column(n: int = 1000, seed: int = 61) -> pd.DataFrame:
                          "x2": rng.poisson(rates[x1])})
 
 
-def sweep_ms(df: pd.DataFrame, iters: int, seed: int = 1) -> tuple[float, dict[str, float]]:
+def sd2011() -> tuple[pd.DataFrame, bs.Schema]:
+    """SD2011's columns that the survey schema models, and that schema."""
+    from copula_mixing import load
+    from real_data import load as load_survey
+
+    from bayesynth.schema import modelled_schema
+
+    df = load("sd2011", None)
+    _, full, _ = load_survey("sd2011")
+    schema = modelled_schema(df, full)
+    return df[list(schema.names)], schema
+
+
+def sweep_ms(df: pd.DataFrame, iters: int, seed: int = 1,
+             schema: bs.Schema | None = None) -> tuple[float, dict[str, float]]:
     """Return the milliseconds of a sweep and of each step (bare loop, default steps)."""
     per_step: dict[str, float] = {}
-    sec = bare_seconds_per_iter(bs.models.rank_probit_copula(df), iters, seed, False,
+    sec = bare_seconds_per_iter(bs.models.rank_probit_copula(df, schema), iters, seed, False,
                                 per_step, warmup=20)
     return 1e3 * sec, {name: 1e3 * v for name, v in per_step.items()}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("tables", nargs="+", help="'two-column' or a child-health size n")
+    ap.add_argument("tables", nargs="+",
+                    help="'two-column', 'sd2011' or a child-health size n")
     ap.add_argument("--iters", type=int, default=300)
     args = ap.parse_args()
     for name in args.tables:
-        df = two_column() if name == "two-column" else bs.datasets.simulate_child_health(
-            n=int(name), random_seed=2026)
-        total, per = sweep_ms(df, args.iters)
+        schema = None
+        if name == "two-column":
+            df = two_column()
+        elif name == "sd2011":
+            df, schema = sd2011()
+        else:
+            df = bs.datasets.simulate_child_health(n=int(name), random_seed=2026)
+        total, per = sweep_ms(df, args.iters, schema=schema)
         print(f"{name}: {total:.2f} ms a sweep ({1e3 / total:.0f} it/s)")
         print("    " + ", ".join(f"{k} {v:.2f}" for k, v in per.items()))
 
