@@ -36,6 +36,7 @@ import dataclasses
 import os
 import time
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -79,6 +80,29 @@ SD2011_ORDERS = {
     "englang": ("NONE", "PASSIVE", "ACTIVE"),
 }
 
+
+
+def sd2011_survey(df: pd.DataFrame, *, ordered: bool = False,
+                  exclude: Sequence[str] = ()) -> tuple[pd.DataFrame, bs.Schema]:
+    """SD2011's columns that the survey schema models, and that schema.
+
+    The schema a survey statistician writes (``benchmarks/real_data.py``): age groups are a
+    function of age and bmi of height and weight, so ``CopulaSynthesizer`` leaves them out of
+    the copula; the "not applicable" codes follow rules. As the synthesizer does. With
+    ``ordered``, the answers of :data:`SD2011_ORDERS` are declared ordinal; ``exclude`` leaves
+    columns (and the rules that name them) out.
+    """
+    from real_data import load as load_survey
+
+    from bayesynth.schema import modelled_schema
+
+    _, full, _ = load_survey("sd2011")
+    if ordered:
+        full = bs.Schema([dataclasses.replace(full[c], type="ordinal", levels=SD2011_ORDERS[c])
+                          if c in SD2011_ORDERS else full[c] for c in full],
+                         full.rules, full.suggested_rules)
+    schema = modelled_schema(df, full, exclude=list(exclude))
+    return df[list(schema.names)], schema
 
 def _cols(text: str) -> list[str]:
     return [c.strip() for c in text.split(",") if c.strip()]
@@ -170,21 +194,8 @@ def main(argv=None) -> None:
     if args.categorical and args.data == "sd2011" and args.schema.startswith("survey"):
         raise SystemExit("--categorical applies to an inferred schema (--schema inferred)")
     if args.data == "sd2011" and args.schema.startswith("survey"):
-        # The schema a survey statistician writes (benchmarks/real_data.py): age groups are a
-        # function of age and bmi of height and weight, so CopulaSynthesizer leaves them out
-        # of the copula; the "not applicable" codes follow rules. As the synthesizer does.
-        from real_data import load as load_survey
-
-        from bayesynth.schema import modelled_schema
-
-        _, full, _ = load_survey("sd2011")
-        if args.schema == "survey-ordered":
-            full = bs.Schema([dataclasses.replace(full[c], type="ordinal",
-                                                  levels=SD2011_ORDERS[c])
-                              if c in SD2011_ORDERS else full[c] for c in full],
-                             full.rules, full.suggested_rules)
-        schema = modelled_schema(df, full, exclude=exclude)
-        df = df[list(schema.names)]
+        df, schema = sd2011_survey(df, ordered=args.schema == "survey-ordered",
+                                   exclude=exclude)
     else:
         df = df.drop(columns=exclude)
         schema = bs.infer_schema(df, categorical=[c for c in _cols(args.categorical)

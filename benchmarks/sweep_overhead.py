@@ -25,6 +25,7 @@ import argparse
 import numpy as np
 import pandas as pd
 from copula_gibbs import bare_seconds_per_iter
+from copula_mixing import load, sd2011_survey
 
 import bayesynth as bs
 
@@ -37,19 +38,6 @@ def two_column(n: int = 1000, seed: int = 61) -> pd.DataFrame:
     x1 = rng.choice(5, size=n, p=p)
     return pd.DataFrame({"x1": pd.Categorical.from_codes(x1, ["L1", "L2", "L3", "L4", "L5"]),
                          "x2": rng.poisson(rates[x1])})
-
-
-def sd2011() -> tuple[pd.DataFrame, bs.Schema]:
-    """SD2011's columns that the survey schema models, and that schema."""
-    from copula_mixing import load
-    from real_data import load as load_survey
-
-    from bayesynth.schema import modelled_schema
-
-    df = load("sd2011", None)
-    _, full, _ = load_survey("sd2011")
-    schema = modelled_schema(df, full)
-    return df[list(schema.names)], schema
 
 
 def sweep_ms(df: pd.DataFrame, iters: int, seed: int = 1,
@@ -72,7 +60,7 @@ def main() -> None:
         if name == "two-column":
             df = two_column()
         elif name == "sd2011":
-            df, schema = sd2011()
+            df, schema = sd2011_survey(load("sd2011", None))
         else:
             df = bs.datasets.simulate_child_health(n=int(name), random_seed=2026)
         total, per = sweep_ms(df, args.iters, schema=schema)
