@@ -299,40 +299,6 @@ def unconstrained_patterns(
     return mask, groups
 
 
-#: Packed index arrays of recently used pattern groups, by the groups' identity (each entry
-#: keeps its groups alive, so an identity is not reused while it is cached).
-_PACKED: dict[int, tuple[list, tuple[int, ...], tuple[np.ndarray, ...]]] = {}
-
-
-def _packed_groups(groups: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, ...]:
-    """Return (col_idx, col_off, row_idx, row_off) of ``groups``, packed once and cached."""
-    # the entry holds its list (so an identity is not reused while cached) and the identities
-    # of the arrays it packed (so a list changed in place since is packed afresh)
-    ids = tuple(id(a) for pair in groups for a in pair)
-    hit = _PACKED.get(id(groups))
-    if hit is not None and hit[0] is groups and hit[1] == ids:
-        return hit[2]
-    col_off = np.r_[0, np.cumsum([len(c) for c, _ in groups])].astype(np.int64)
-    row_off = np.r_[0, np.cumsum([len(r) for _, r in groups])].astype(np.int64)
-    col_idx = np.concatenate([c for c, _ in groups]).astype(np.int64)
-    row_idx = np.concatenate([r for _, r in groups]).astype(np.int64)
-    if len(_PACKED) >= 8:  # a few models at a time; forget the oldest
-        _PACKED.pop(next(iter(_PACKED)))
-    packed = (col_idx, col_off, row_idx, row_off)
-    _PACKED[id(groups)] = (groups, ids, packed)
-    return packed
-
-
-@numba.njit(cache=True, nogil=True)
-def _masked_residual(z, alpha_full, mask, out):  # pragma: no cover - compiled
-    """Write z - alpha_full into ``out``, with zeros where ``mask`` is set (one pass)."""
-    n, p = z.shape
-    for j in range(p):
-        a = alpha_full[j]
-        for i in range(n):
-            out[i, j] = 0.0 if mask[i, j] else z[i, j] - a
-
-
 @numba.njit(cache=True)
 def _eta_by_pattern(P, LtS, Lambda, rhs, noise, col_idx, col_off, row_idx, row_off,
                     eta):  # pragma: no cover - compiled
@@ -343,20 +309,18 @@ def _eta_by_pattern(P, LtS, Lambda, rhs, noise, col_idx, col_off, row_idx, row_o
     (mean P_g^-1 rhs_i, covariance (L L')^-1 = P_g^-1), written into ``eta``.
     """
     k = P.shape[0]
+    Pg = np.empty((k, k))
     m = np.empty(k)
     for g in range(col_off.shape[0] - 1):
-        c0, c1 = col_off[g], col_off[g + 1]
-        if c1 > c0:  # P - sum over the unconstrained columns, one matrix product (BLAS)
-            A = np.empty((k, c1 - c0))
-            B = np.empty((c1 - c0, k))
-            for q in range(c1 - c0):
-                j = col_idx[c0 + q]
-                for a in range(k):
-                    A[a, q] = LtS[a, j]
-                    B[q, a] = Lambda[j, a]
-            Pg = P - np.dot(A, B)
-        else:
-            Pg = P.copy()
+        for a in range(k):
+            for b in range(k):
+                Pg[a, b] = P[a, b]
+        for q in range(col_off[g], col_off[g + 1]):
+            j = col_idx[q]
+            for a in range(k):
+                la = LtS[a, j]
+                for b in range(k):
+                    Pg[a, b] -= la * Lambda[j, b]
         L = np.linalg.cholesky(Pg)
         r0, r1 = row_off[g], row_off[g + 1]
         if r1 - r0 >= 16:  # many records: two matrix products (BLAS) with L^-1
@@ -453,12 +417,15 @@ def draw_eta(
         if mask.shape != z.shape:
             raise ValueError(f"draw_eta: the patterns' mask has shape {mask.shape}, the latent "
                              f"data {z.shape}")
-        W = np.empty(z.shape, order="F")
-        _masked_residual(z, np.ascontiguousarray(alpha_full, dtype=np.float64), mask, W)
+        W = z - alpha_full
+        W[mask] = 0.0  # (a copy: z is not modified)
         rhs = W @ LtS.T  # Lambda_O' Sigma_O^-1 (z_iO - alpha_O), (n, k)
         noise = standard_normal(rng, (n, k))
         eta = np.empty((n, k))
-        col_idx, col_off, row_idx, row_off = _packed_groups(groups)
+        col_off = np.r_[0, np.cumsum([len(c) for c, _ in groups])].astype(np.int64)
+        row_off = np.r_[0, np.cumsum([len(r) for _, r in groups])].astype(np.int64)
+        col_idx = np.concatenate([c for c, _ in groups]).astype(np.int64)
+        row_idx = np.concatenate([r for _, r in groups]).astype(np.int64)
         _eta_by_pattern(np.ascontiguousarray(P), np.ascontiguousarray(LtS),
                         np.ascontiguousarray(Lambda, dtype=np.float64),
                         np.ascontiguousarray(rhs), noise, col_idx, col_off, row_idx, row_off,

@@ -236,9 +236,10 @@ def test_redraw_unconstrained_refuses_indices_out_of_range(small, rng):
         K.redraw_unconstrained(rng, z, *args, [(p, np.arange(n))])
 
 
-def test_draw_eta_packs_a_pattern_list_changed_in_place_afresh(small, rng):
-    """The packed index arrays of a pattern list are cached by the list's identity; a list
-    changed in place since must not get the old packing back."""
+def test_draw_eta_reads_a_pattern_list_changed_in_place_afresh(small, rng):
+    """Nothing of a pattern list is kept between calls: a list changed in place since the last
+    call gives the draws a new list with the same patterns gives; a mask of another shape
+    than the latent data is refused."""
     L, prec, alpha = small["Lambda"], small["prec"], small["alpha_full"]
     n, p = 30, small["p"]
     z = rng.normal(size=(n, p))
@@ -251,7 +252,7 @@ def test_draw_eta_packs_a_pattern_list_changed_in_place_afresh(small, rng):
     for cols, rows in groups:
         mask2[np.ix_(rows, cols)] = True
     got = K.draw_eta(np.random.default_rng(1), z, alpha, L, prec, patterns=(mask2, groups))
-    fresh = [(np.array(c), np.array(r)) for c, r in groups]  # a new list: packed afresh
+    fresh = [(np.array(c), np.array(r)) for c, r in groups]  # a new list
     want = K.draw_eta(np.random.default_rng(1), z, alpha, L, prec, patterns=(mask2, fresh))
     np.testing.assert_array_equal(got, want)
     with pytest.raises(ValueError, match="mask"):
