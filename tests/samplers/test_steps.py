@@ -474,7 +474,6 @@ def test_the_hamiltonian_move_ends_with_an_exact_draw_of_the_factor_scores(mixed
     (z_ij - alpha_j) / sigma_j^2, P_i^-1), P_i = I + sum_(j in O_i) lambda_j lambda_j' /
     sigma_j^2, whatever the scores were before it (here a thousand sds away). The table has
     missing values, so the block drawn is (scores, unconstrained latent values)."""
-    from bayesynth.samplers import kernels as K
     from bayesynth.samplers.steps import copula_structure
 
     model = bs.models.rank_probit_copula(mixed_missing_df, n_factors=2)
@@ -491,7 +490,7 @@ def test_the_hamiltonian_move_ends_with_an_exact_draw_of_the_factor_scores(mixed
     for _ in range(30):
         for st in steps:
             st._update(point)
-    mask, groups = K.unconstrained_patterns(s.layout.n, s.p, s.layout.unconstrained_records)
+    _, groups = s.unconstrained_patterns()
     steps_mod = sys.modules["bayesynth.samplers.steps"]
     calls = []
     draw = steps_mod._draw_scores
