@@ -30,8 +30,10 @@ __all__ = ["calibrate_block", "calibrated_intercepts", "N_CALIBRATION"]
 #: error: measured on SD2011 (two posterior draws, three repeats, truth from 10^6 fresh
 #: points), total variation 0.004-0.006 for the 28-level ``eduspec`` and 0.004-0.006 for the
 #: 16-level ``region`` with 100,000 points, against 0.009-0.015 and 0.009-0.010 with 20,000 (as
-#: large as half the sampling noise of a 4,000-record table). About 0.1 s per draw for a
-#: 28-level variable (measured 0.11 s from the draw's own intercepts, one core).
+#: large as half the sampling noise of a 4,000-record table). About 0.07 s per draw for a
+#: 28-level variable (SD2011's ``eduspec``, from the draw's own intercepts, one core: 0.057-0.12
+#: s over ten draws of a short fit, 2026-12-07; 0.29-0.76 s on the same draws before the
+#: solver's steps were capped and its final level compiled).
 N_CALIBRATION = 100_000
 
 

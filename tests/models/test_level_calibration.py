@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
+from bayesynth.models import level_calibration
 from bayesynth.models.level_calibration import calibrate_block
 
 
@@ -67,3 +70,63 @@ def test_far_starts_with_empty_levels_still_reach_the_targets():
     assert np.max(np.abs(_hard_shares(a, x) - target)) < 3e-3
     with pytest.warns(RuntimeWarning, match="Level calibration stopped"):
         calibrate_block(start, x, target, max_iter=3)
+
+
+def _rare_levels_problem(seed, d=20, M=2000):
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((d, d))
+    S = A @ A.T / d + 0.3 * np.eye(d)
+    x = rng.standard_normal((M, d)) @ np.linalg.cholesky(S).T
+    t = rng.dirichlet(np.full(d + 1, 0.5))
+    t = np.maximum(t, 10 / M)  # some levels with ten points of the 2,000
+    return x, (t / t.sum())[1:], rng.normal(scale=5.0, size=d)
+
+
+@pytest.mark.parametrize("seed", [0, 6, 9])
+def test_far_starts_with_rare_levels_finish_within_a_hundred_steps(seed):
+    """Newton's steps are at most one spread long. Uncapped, a level with almost no mass near
+    a boundary made them hundreds of spreads long; the line search then failed and the
+    share-inversion steps crawled: 25 of 30 such problems warned with 100 steps per level
+    (2026-12-07), none does now."""
+    x, target, start = _rare_levels_problem(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the step limit's warning fails the test
+        a = calibrate_block(start, x, target, max_iter=100)
+    assert np.max(np.abs(_hard_shares(a, x) - target)) < 3e-3
+    np.testing.assert_allclose(a, calibrate_block(np.zeros(len(target)), x, target), atol=1e-6)
+    # in the utilities' own units: the same solve on a 25 times wider scale
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        wide = calibrate_block(25.0 * start, 25.0 * x, target, max_iter=100)
+    np.testing.assert_allclose(wide, 25.0 * a, atol=25.0 * 1e-6)
+
+
+
+@pytest.mark.parametrize("tau", [0.01, 0.3])
+def test_the_compiled_pass_equals_the_smoothed_objective_by_scipy(tau):
+    """Value, mean softmax shares and Hessian of tau * mean log(1 + sum exp((a + x) / tau))
+    - target'a, against scipy's log-sum-exp and softmax over every term (the pass leaves out
+    the terms below exp(-40) of a point's largest)."""
+    from scipy.special import logsumexp, softmax
+
+    rng = np.random.default_rng(11)
+    n, d = 3000, 9
+    x = rng.standard_normal((n, d)) * rng.uniform(0.5, 2.0, d)
+    a = rng.normal(scale=0.7, size=d)
+    target = rng.dirichlet(np.ones(d + 1))[1:]
+    u = np.column_stack([np.zeros(n), (a + x) / tau])
+    value = tau * logsumexp(u, axis=1).mean() - target @ a
+    s = softmax(u, axis=1)[:, 1:]
+    H = (np.diag(s.sum(axis=0)) - s.T @ s) / (n * tau)
+    got_value, got_shares, got_H = level_calibration._smoothed_pass(a, x, tau, target)
+    assert got_value == pytest.approx(value, rel=1e-12, abs=1e-12)
+    np.testing.assert_allclose(got_shares, s.mean(axis=0), rtol=1e-10, atol=1e-15)
+    np.testing.assert_allclose(got_H, H, rtol=1e-9, atol=1e-12 * np.abs(H).max())
+
+
+def test_the_compiled_and_the_vectorised_solves_agree(monkeypatch):
+    x, target, start = _rare_levels_problem(4, d=9)
+    monkeypatch.setattr(level_calibration, "COMPILED_MIN_COLUMNS", 100)
+    vectorised = calibrate_block(start, x, target)
+    monkeypatch.setattr(level_calibration, "COMPILED_MIN_COLUMNS", 2)
+    np.testing.assert_allclose(calibrate_block(start, x, target), vectorised, atol=1e-7)
