@@ -760,6 +760,52 @@ def _chain_quantities(args: tuple) -> dict[str, np.ndarray]:
                                   categorical_margins=categorical_margins)
 
 
+def _forked_workers(tasks: int, cores: int | None, draws: int) -> int:
+    """Worker processes for ``tasks`` independent tasks: 1 (this process) unless forking pays.
+
+    More than one only on Linux, where the workers are forked (macOS's system libraries are
+    not safe to fork), with at least :data:`PARALLEL_MIN_DRAWS` draws in all, and never inside
+    a daemonic process (a dask worker), which cannot have children.
+    """
+    import multiprocessing
+
+    workers = min(tasks, cores if cores is not None else (os.cpu_count() or 1))
+    if (workers > 1 and draws >= PARALLEL_MIN_DRAWS and sys.platform.startswith("linux")
+            and not multiprocessing.current_process().daemon):
+        return workers
+    return 1
+
+
+def _forked_map(fn, args: list, workers: int) -> list:
+    """``[fn(a) for a in args]``, in ``workers`` forked processes where that is above one."""
+    if workers <= 1:
+        return [fn(a) for a in args]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=workers,
+                             mp_context=multiprocessing.get_context("fork")) as pool:
+        return list(pool.map(fn, args))
+
+
+def _summaries(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """ArviZ's bulk ESS, tail ESS and rank-normalised split R-hat of each quantity.
+
+    ``arr`` is (chain, draw, quantity), every value finite; R-hat is NaN with one chain.
+    """
+    import xarray as xr
+
+    ds = xr.Dataset({"x": (("chain", "draw", "quantity"), arr)})
+    with warnings.catch_warnings():
+        # a quantity constant within the chains: R-hat 0/0, NaN (see effective_rhat)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        bulk = az.ess(ds, method="bulk")["x"].values
+        tail = az.ess(ds, method="tail")["x"].values
+        rhat = (az.rhat(ds)["x"].values if arr.shape[0] > 1
+                else np.full(arr.shape[-1], np.nan))
+    return bulk, tail, rhat
+
+
 def _implied_by_chain(af: np.ndarray, Lam: np.ndarray, sig: np.ndarray, blocks: CopulaBlocks,
                       *, n_mc: int, categorical_margins: str, cores: int | None
                       ) -> dict[str, np.ndarray]:
@@ -775,26 +821,15 @@ def _implied_by_chain(af: np.ndarray, Lam: np.ndarray, sig: np.ndarray, blocks: 
     two), and re-runs a script that lacks an ``if __name__ == "__main__"`` guard. Never
     inside a daemonic process (a dask worker), which cannot have children.
     """
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
     nc = af.shape[0]
-    workers = min(nc, cores if cores is not None else (os.cpu_count() or 1))
-    parallel = (workers > 1 and nc * af.shape[1] >= PARALLEL_MIN_DRAWS
-                and sys.platform.startswith("linux")
-                and not multiprocessing.current_process().daemon)
+    workers = _forked_workers(nc, cores, nc * af.shape[1])
     # One BLAS thread, in the workers (more would oversubscribe the cores they share) and
     # here alike: the threads' summation order changes the quantities in their last bits, and
     # ArviZ's folded R-hat turns that into differences of up to 0.006 where the two middle
     # draws tie around the median (measured on SD2011, 100 draws); so the table does not
     # depend on ``cores``.
     args = [(af[c], Lam[c], sig[c], blocks, n_mc, categorical_margins) for c in range(nc)]
-    if parallel:
-        with ProcessPoolExecutor(max_workers=workers,
-                                 mp_context=multiprocessing.get_context("fork")) as pool:
-            parts = list(pool.map(_chain_quantities, args))
-    else:
-        parts = [_chain_quantities(a) for a in args]
+    parts = _forked_map(_chain_quantities, args, workers)
     out = {key: np.concatenate([q[key] for q in parts]) for key in parts[0]
            if key != "calibrated"}
     out["calibrated"] = parts[0]["calibrated"]
@@ -825,11 +860,13 @@ def synthesis_quantity_table(idata, *, max_draws: int = MAX_DRAWS, n_mc: int | N
         out the level probabilities of the calibrated variables (equal to the data's shares in
         every draw, up to the Monte Carlo points' resolution).
     cores : int, optional
-        Processes over which the chains' quantities are computed (one chain each); default:
-        as many as the chains and the machine's cores allow. Fewer than
+        Processes over which the chains' quantities are computed (one chain each; default:
+        as many as the chains and the machine's cores allow), and then their R-hat and ESS
+        (a share of the quantities each; default: as many as the machine's cores). Fewer than
         :data:`PARALLEL_MIN_DRAWS` draws in all, and every draw where processes cannot be
         forked, are computed in this process. The table does not depend on it: each chain is
-        computed on its own either way, with one BLAS thread.
+        computed on its own either way, with one BLAS thread, and each quantity's summaries
+        on their own.
 
     Returns
     -------
@@ -883,8 +920,6 @@ def synthesis_quantity_table(idata, *, max_draws: int = MAX_DRAWS, n_mc: int | N
     cols = ["kind", "mean", "sd", "ess_bulk", "ess_tail", "r_hat", "undefined_share"]
     if not parts:
         return pd.DataFrame(columns=cols), thin
-    import xarray as xr
-
     arr = np.stack([x for _, _, x in parts], axis=-1)  # (chain, draw, quantity)
     # A conditional mean (or a correlation over the points that show both columns) is
     # undefined in a draw where its level got no Monte Carlo point: a rare level at n_mc
@@ -896,15 +931,17 @@ def synthesis_quantity_table(idata, *, max_draws: int = MAX_DRAWS, n_mc: int | N
     # the warning naming them)
     whole = undefined == 0
     ess_bulk, ess_tail, r_hat = (np.full(arr.shape[-1], np.nan) for _ in range(3))
+    if whole.any():
+        # Each quantity's summaries are computed on their own (ArviZ loops over them), so
+        # they are split among the worker processes as they come, the same to the bit.
+        judged = np.flatnonzero(whole)
+        workers = _forked_workers(len(judged), cores, nc * nd2)
+        groups = np.array_split(judged, workers)
+        done = _forked_map(_summaries, [arr[..., g] for g in groups], workers)
+        for g, (bulk, tail, rhat) in zip(groups, done):
+            ess_bulk[g], ess_tail[g], r_hat[g] = bulk, tail, rhat
     with warnings.catch_warnings():
-        # a quantity constant within the chains: R-hat 0/0, NaN (see effective_rhat)
-        warnings.simplefilter("ignore", RuntimeWarning)
-        if whole.any():
-            ds = xr.Dataset({"x": (("chain", "draw", "quantity"), arr[..., whole])})
-            ess_bulk[whole] = az.ess(ds, method="bulk")["x"].values
-            ess_tail[whole] = az.ess(ds, method="tail")["x"].values
-            if nc > 1:
-                r_hat[whole] = az.rhat(ds)["x"].values
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN quantities' mean and sd
         table = pd.DataFrame({
             "kind": [kd for kd, _, _ in parts],
             "mean": np.nanmean(arr, axis=(0, 1)),

@@ -16,26 +16,27 @@ softmax is nearly a step function, so from a distant start some levels get no ma
 singular and Newton's steps run away (measured with 28 levels and 2,000 points from zero
 intercepts: hard shares off by up to 0.95 after 3.5 s of iterations), while the sequence reaches
 the same minimiser in 10-14 Newton steps. A Newton step is
-at most one spread long (:data:`MAX_STEP`): a level with almost no mass near a boundary makes the
-Hessian near singular and the raw step hundreds or millions of spreads long, which the line
-search used to halve ten times and give up on. A step that
+at most one sd of the utilities long (:data:`MAX_STEP`): a level with almost no mass near a
+boundary makes the Hessian near singular and the raw step hundreds or millions of spreads long,
+which the line search used to halve ten times and give up on. A step that
 cannot decrease the objective (rounding level reached) ends the level. Where Newton's
 direction fails before that, a share-inversion step is taken instead (the contraction of
 Berry, Levinsohn & Pakes 1995 for mixed-logit shares). Over 40 random problems (1 to 28
 utility columns, 2,000 or 20,000 points, targets down to 10 points, starts up to 15 from
 zero; ``benchmarks/level_calibration.py``) the hard shares end within 2.1e-3 of the targets,
-with no solve short of its tolerance, in 1.3 s in all (before the cap: 303 s, one problem
-184 s, and five stopped at the step limit and warned). A solve that ends short of its
+with no solve short of its tolerance, in 1.2-1.3 s in all (before the cap: 303 s, one
+problem 184 s, and five stopped at the step limit and warned). A solve that ends short of its
 tolerance warns. A start already within :data:`START_CLOSE` of the targets goes to the final
 level directly.
 
 Each evaluation of the objective and the shares is one pass over the points: NumPy's
-vectorised exponentials over all of them (with scipy's ``logsumexp`` and ``softmax`` the same
-solve took 4-5 times longer), except at the final level for variables with
-:data:`COMPILED_MIN_COLUMNS` or more utility columns, where a compiled pass
+vectorised exponentials over all of them, their exponents clamped at -60 (with scipy's
+``logsumexp`` and ``softmax`` the same solve took 4-5 times longer), except at the final level
+for variables with :data:`COMPILED_MIN_COLUMNS` or more utility columns, where a compiled pass
 (:func:`_smoothed_pass`) also forms the Hessian and leaves out a point's terms below exp(-40)
-of its largest: most of a many-level variable's there (SD2011's 28-level variable: 11 against
-59 ms a solve at the judge's 8,000 points, from the previous draw's solution).
+of its largest: most of a many-level variable's there (SD2011's 28-level variable, at the
+judge's 8,000 points from the previous draw's solution: about 12 ms a solve, against 25 ms
+with the clamped NumPy pass and 55 ms without the clamp; ``benchmarks/README.md``).
 A two-level variable (one utility column) needs no smoothing: its intercept is minus the
 points' quantile at one minus the target share.
 
@@ -65,7 +66,9 @@ TAU_STAGES = (0.3, 0.1, 0.03, 0.01)
 #: evaluations of the shares (``benchmarks/README.md``).
 START_CLOSE = 0.03
 
-#: Longest Newton step, in spreads of the utilities (the largest change of any intercept).
+#: Longest Newton step (the largest change of any intercept), in units of the largest sd of
+#: the utility columns (of the median one, the smoothing's unit, columns on scales 100 times
+#: apart took ten times the steps).
 MAX_STEP = 1.0
 
 
@@ -167,7 +170,12 @@ def calibrate_block(alpha: np.ndarray, x: np.ndarray, target: np.ndarray, *,
     if d == 1:  # two levels: the hard solution directly, P(a + x > 0) = target over the points
         return np.array([-np.quantile(x[:, 0], 1.0 - float(target[0]))])
     xt = np.ascontiguousarray(x.T)
-    spread = float(np.median(xt.std(axis=1)))
+    sds = xt.std(axis=1)
+    spread = float(np.median(sds))
+    if not (np.isfinite(spread) and spread > 0):
+        raise ValueError(f"The Monte Carlo points' median sd is {spread}: calibration needs "
+                         "finite points that vary in at least half of the utility columns.")
+    reach = MAX_STEP * float(sds.max())  # the longest step
     zt = np.empty((d + 1, n))  # utilities by row: reductions over levels run along rows
 
     def vectorised(a, tau):
@@ -179,6 +187,10 @@ def calibrate_block(alpha: np.ndarray, x: np.ndarray, target: np.ndarray, *,
         np.divide(zt[1:], tau, out=zt[1:])
         top = zt.max(axis=0)
         np.subtract(zt, top, out=zt)
+        # e^-60 of a point's largest term changes nothing at double precision, and NumPy's
+        # exponential is slow where its results underflow (subnormal): 17.6 against 0.18 ms
+        # for 28 x 8,000 values at -720 and at -60
+        np.maximum(zt, -60.0, out=zt)
         np.exp(zt, out=zt)
         tot = zt.sum(axis=0)
         value = tau * float(np.mean(top + np.log(tot))) - float(target @ a)
@@ -215,13 +227,13 @@ def calibrate_block(alpha: np.ndarray, x: np.ndarray, target: np.ndarray, *,
             if np.max(np.abs(g)) < stop:
                 break
             step = np.linalg.solve(hessian(part, tau) + 1e-12 * np.eye(d), -g)
-            # At most one spread per step: a level with almost no mass near a boundary makes
-            # the Hessian near singular and Newton's step hundreds of spreads long (measured on
-            # SD2011's 28-level variable); the line search then halved it ten times, failed,
-            # and left the solve to share-inversion steps of a hundredth of a spread.
+            # At most one sd per step: a level with almost no mass near a boundary makes the
+            # Hessian near singular and Newton's step hundreds to 5e8 spreads long (measured on
+            # SD2011's variables); the line search then halved it ten times, failed, and left
+            # the solve to share-inversion steps of a hundredth of a spread.
             longest = float(np.max(np.abs(step)))
-            if longest > MAX_STEP * spread:
-                step *= MAX_STEP * spread / longest
+            if longest > reach:
+                step *= reach / longest
             t = 1.0
             while True:  # backtracking: the objective is convex
                 trial = parts(a + t * step, tau)

@@ -613,16 +613,16 @@ def sample(
         Copula, latent class and weighted-likelihood (pseudo-posterior) models: judge
         convergence after sampling and warn (see Returns). The copula's judgement computes
         every quantity synthesis uses for each kept draw. On one core that takes about 7 ms a
-        draw for the demo table's 559 quantities (26.5-28.8 s on the 4,000 draws of
-        ``make demo``, the most it judges) and 80 ms a draw for SD2011's 2,353 (31.0-31.9 s
-        for the 400 draws of a 2 x (200 + 200) fit; about 160 s on 2,000), measured
+        draw for the demo table's 559 quantities (25.0-28.8 s on the 4,000 draws of
+        ``make demo``, the most it judges) and 75 ms a draw for SD2011's 2,353 (27.6-31.9 s
+        for the 400 draws of a 2 x (200 + 200) fit, so about 150 s on 2,000), measured
         2026-12-07; half of SD2011's is the calibration of each draw's categorical margins to
         the data's (:func:`~bayesynth.models.level_calibration.calibrate_block`; before its
-        steps were capped and its many-level solves compiled, 210 ms a draw on the same
-        draws, and six tenths). On Linux the chains are judged in up to ``cores`` forked
-        processes, from 100 draws (two processes against one, the same fits measured again
-        in one run: 4.1 against 7.2 s, and 20.2 against 35.4 s; the summaries by ArviZ stay in
-        one process). ``False`` skips it, for a caller that runs
+        steps were capped and its many-level solves compiled: 80-86 s for those 400 draws, and
+        the calibration four fifths of a shorter fit's check). On Linux the chains are judged
+        in up to ``cores`` forked processes, from 100 draws, and then the quantities' R-hat
+        and ESS, a share of the quantities in each (two processes: the demo's 4,000 draws
+        15.0-16.9 s, SD2011's 400 draws 18.7-18.8 s). ``False`` skips it, for a caller that runs
         :func:`check_copula_convergence`
         (or :func:`~bayesynth.evaluation.synthesis_diagnostics`, or
         :func:`check_loglik_convergence`) itself.

@@ -47,8 +47,9 @@ def test_copula_diagnostics_cover_what_synthesis_uses(mixed_df, seed):
 
 
 def test_the_judgement_does_not_depend_on_the_processes(mixed_df, seed, monkeypatch):
-    # The chains are judged in worker processes when cores allow (forked, on Linux); each
-    # chain is computed on its own either way, so the table is the same to the bit.
+    # The chains' quantities, then the quantities' R-hat and ESS, are computed in worker
+    # processes when cores allow (forked, on Linux); each chain and each quantity is computed
+    # on its own either way, so the table is the same to the bit.
     import concurrent.futures
 
     import pandas as pd
@@ -72,7 +73,7 @@ def test_the_judgement_does_not_depend_on_the_processes(mixed_df, seed, monkeypa
     one, _ = cq.synthesis_quantity_table(idata, cores=1)
     assert pools == []
     two, _ = cq.synthesis_quantity_table(idata, cores=2)
-    forked = [2] if sys.platform.startswith("linux") else []
+    forked = [2, 2] if sys.platform.startswith("linux") else []
     assert pools == forked
     pd.testing.assert_frame_equal(one, two, check_exact=True)
     monkeypatch.setattr(cq, "PARALLEL_MIN_DRAWS", 61)  # above the 60 draws: one process

@@ -101,7 +101,6 @@ def test_far_starts_with_rare_levels_finish_within_a_hundred_steps(seed):
     np.testing.assert_allclose(wide, 25.0 * a, atol=25.0 * 1e-6)
 
 
-
 @pytest.mark.parametrize("tau", [0.01, 0.3])
 def test_the_compiled_pass_equals_the_smoothed_objective_by_scipy(tau):
     """Value, mean softmax shares and Hessian of tau * mean log(1 + sum exp((a + x) / tau))
@@ -130,3 +129,34 @@ def test_the_compiled_and_the_vectorised_solves_agree(monkeypatch):
     vectorised = calibrate_block(start, x, target)
     monkeypatch.setattr(level_calibration, "COMPILED_MIN_COLUMNS", 2)
     np.testing.assert_allclose(calibrate_block(start, x, target), vectorised, atol=1e-7)
+
+
+def test_the_share_inversion_steps_reach_the_targets_where_newton_fails(monkeypatch):
+    """Without the step cap, Newton's direction fails from this far start (a level with no
+    mass makes the Hessian near singular) and the share-inversion fallback takes over: its
+    hundreds of steps still end at the targets, without a warning."""
+    monkeypatch.setattr(level_calibration, "MAX_STEP", np.inf)
+    x, target, start = _rare_levels_problem(0, d=9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        a = calibrate_block(start, x, target)
+    assert np.max(np.abs(_hard_shares(a, x) - target)) < 3e-3
+
+
+@pytest.mark.parametrize("d", [4, 9])
+def test_a_start_at_the_solution_is_the_solution(d):
+    """The start is judged at the final smoothing level: from the solution no step is needed
+    (with no steps allowed, a start judged at another level would warn or move)."""
+    x, target, _ = _rare_levels_problem(3, d=d)
+    a = calibrate_block(np.zeros(d), x, target)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again = calibrate_block(a, x, target, max_iter=0)
+    np.testing.assert_array_equal(again, a)
+
+
+def test_points_without_spread_are_refused():
+    x = np.zeros((500, 6))
+    x[:, 0] = np.random.default_rng(0).standard_normal(500)  # five of six columns constant
+    with pytest.raises(ValueError, match="median sd"):
+        calibrate_block(np.zeros(6), x, np.full(6, 0.1))
