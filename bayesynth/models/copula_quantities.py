@@ -105,7 +105,8 @@ N_MC = 8000
 MAX_DRAWS = 4000
 
 #: Fewest draws (all chains together) for which :func:`synthesis_quantity_table` computes the
-#: chains in worker processes (forked, on Linux: see :func:`_implied_by_chain`): below it
+#: chains in worker processes (forked, on Linux: see :func:`_forked_workers`), and then the
+#: quantities' R-hat and ESS (the same threshold; not measured for them on its own): below it
 #: their start and the transfer of the draws cost about what they save. Measured on
 #: 2026-12-07 (two cores, two chains, one process against two): the demo table (559
 #: quantities) 0.83 against 0.79 s for 50 draws, 1.2 against 1.0 s for 100, 1.9 against 1.5 s
@@ -765,7 +766,11 @@ def _forked_workers(tasks: int, cores: int | None, draws: int) -> int:
 
     More than one only on Linux, where the workers are forked (macOS's system libraries are
     not safe to fork), with at least :data:`PARALLEL_MIN_DRAWS` draws in all, and never inside
-    a daemonic process (a dask worker), which cannot have children.
+    a daemonic process (a dask worker), which cannot have children. A worker started as a
+    fresh interpreter (``spawn``, the default on macOS and Windows) imports bayesynth, about
+    3.5 s (measured on Linux with ``spawn``: the demo table's 1,000 draws took 6.9 s in one
+    process, 7.0 s in two), and re-runs a script that lacks an ``if __name__ == "__main__"``
+    guard.
     """
     import multiprocessing
 
@@ -813,13 +818,7 @@ def _implied_by_chain(af: np.ndarray, Lam: np.ndarray, sig: np.ndarray, blocks: 
 
     Each chain is its own call (its calibration warm-starts from its own previous draw) with
     one BLAS thread, so the result does not depend on ``cores``. ``min(cores, chains)``
-    worker processes are used where that is more than one and there are at least
-    :data:`PARALLEL_MIN_DRAWS` draws in all, and only on Linux, where the workers are forked
-    (macOS's system libraries are not safe to fork). A worker started as a fresh interpreter
-    (``spawn``, the default on macOS and Windows) imports bayesynth, about 3.5 s (measured on
-    Linux with ``spawn``: the demo table's 1,000 draws took 6.9 s in one process, 7.0 s in
-    two), and re-runs a script that lacks an ``if __name__ == "__main__"`` guard. Never
-    inside a daemonic process (a dask worker), which cannot have children.
+    worker processes, where :func:`_forked_workers` allows more than one.
     """
     nc = af.shape[0]
     workers = _forked_workers(nc, cores, nc * af.shape[1])
